@@ -1,0 +1,43 @@
+# fencing: a PGXS build of a C++17 extension.
+
+EXTENSION = fencing
+MODULE_big = fencing
+OBJS = \
+	src/settings.o \
+	src/token.o \
+	src/errors.o \
+	src/table.o \
+	src/marks.o \
+	src/guard.o \
+	src/plan_cache.o \
+	src/fenced_update.o
+
+DATA = sql/fencing--0.1.0.sql
+
+# pg_regress tests: sql/NAME.sql against expected/NAME.out
+REGRESS = setup split_brain guard modes inputs marks fenced_update \
+	partitioned security plan_cache
+REGRESS_OPTS = --inputdir=. --load-extension=fencing
+
+# isolation tests: test/isolation/specs/NAME.spec
+ISOLATION = stale_after_commit lower_waits_for_higher rollback_lets_lower \
+	repeatable_read update_vs_delete concurrent_insert three_writers
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+includedir_server := $(shell $(PG_CONFIG) --includedir-server)
+
+# PostgreSQL headers are system headers to us; our own code is held to -Wall -Wextra.
+PG_CPPFLAGS = -isystem $(includedir_server)
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-register
+ifeq ($(WERROR),1)
+PG_CXXFLAGS += -Werror
+endif
+SHLIB_LINK = -lstdc++
+
+# The LLVM bitcode step would compile the C++ without PG_CXXFLAGS; JIT inlining
+# of this module is not worth a clang dependency.
+override with_llvm = no
+
+include $(PGXS)

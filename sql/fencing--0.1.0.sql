@@ -1,0 +1,143 @@
+-- fencing 0.1.0: fencing tokens checked by the storage.
+\echo Use "CREATE EXTENSION fencing" to load this file. \quit
+
+-- Every object is schema-qualified and every function body pins search_path,
+-- so nothing planted earlier in a caller's search_path is ever picked up.
+
+-- The token comparison, as a predicate for SQL that fenced_update() builds.
+CREATE FUNCTION fencing.token_accepts(stored bigint, presented bigint, strict boolean)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'token_accepts'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+-- The storage guard: a BEFORE ROW trigger installed by fencing.protect().
+CREATE FUNCTION fencing.guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'guard'
+LANGUAGE C;
+
+-- High-water marks of deleted keys; written only by the guard, with the
+-- extension owner's rights.  Dumped by pg_dump with the extension.
+CREATE TABLE fencing.deleted_keys (
+	relid regclass NOT NULL,
+	key text[] NOT NULL,
+	token bigint NOT NULL CHECK (token > 0),
+	deleted_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (relid, key)
+);
+SELECT pg_catalog.pg_extension_config_dump('fencing.deleted_keys', '');
+REVOKE ALL ON fencing.deleted_keys FROM PUBLIC;
+
+-- Protect a table: token column, guard trigger, settings (in the trigger's arguments).
+CREATE FUNCTION fencing.protect(
+	target regclass,
+	token_column name DEFAULT 'last_fencing_token',
+	mode text DEFAULT 'monotonic')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	kind "char";
+	col record;
+BEGIN
+	IF target IS NULL OR token_column IS NULL OR mode IS NULL THEN
+		RAISE EXCEPTION 'fencing.protect() arguments must not be null'
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF mode NOT IN ('monotonic', 'strict') THEN
+		RAISE EXCEPTION 'mode must be ''monotonic'' or ''strict'', got ''%''', mode
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	SELECT c.relkind INTO kind FROM pg_class c WHERE c.oid = target;
+	IF kind IS NULL THEN
+		RAISE EXCEPTION 'relation with OID % does not exist', target::oid
+			USING ERRCODE = 'undefined_table';
+	END IF;
+	IF kind NOT IN ('r', 'p') THEN
+		RAISE EXCEPTION '"%" is not a table', target
+			USING ERRCODE = 'wrong_object_type';
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = target AND i.indisprimary) THEN
+		RAISE EXCEPTION 'relation "%" has no primary key', target
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      DETAIL = 'Fencing tokens are tracked per row, and rows are named by their primary key.',
+			      HINT = 'Add a primary key to the table.';
+	END IF;
+
+	SELECT a.attnum, a.atttypid, a.attgenerated INTO col
+	FROM pg_attribute a
+	WHERE a.attrelid = target AND a.attname = token_column AND a.attnum > 0 AND NOT a.attisdropped;
+	IF NOT FOUND THEN
+		EXECUTE format('ALTER TABLE %s ADD COLUMN %I bigint NOT NULL DEFAULT 0', target, token_column);
+	ELSIF col.atttypid <> 'pg_catalog.int8'::regtype THEN
+		RAISE EXCEPTION 'fencing token column "%" of relation "%" must be of type bigint, not %',
+			token_column, target, format_type(col.atttypid, NULL)
+			USING ERRCODE = 'datatype_mismatch';
+	ELSIF col.attgenerated <> '' THEN
+		RAISE EXCEPTION 'fencing token column "%" of relation "%" must not be a generated column',
+			token_column, target
+			USING ERRCODE = 'invalid_column_definition';
+	ELSIF EXISTS (SELECT FROM pg_index i
+	              WHERE i.indrelid = target AND i.indisprimary AND col.attnum = ANY (i.indkey)) THEN
+		RAISE EXCEPTION 'fencing token column "%" of relation "%" must not be part of the primary key',
+			token_column, target
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	IF EXISTS (SELECT FROM pg_trigger t
+	           WHERE t.tgrelid = target AND t.tgname = 'fencing_guard' AND t.tgparentid = 0) THEN
+		EXECUTE format('DROP TRIGGER fencing_guard ON %s', target);
+	END IF;
+	EXECUTE format('CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
+	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%L, %L)',
+	               target, token_column, mode);
+END
+$$;
+
+-- Unprotect a table: the guard goes, the token column and its values stay.
+CREATE FUNCTION fencing.unprotect(target regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF target IS NULL THEN
+		RAISE EXCEPTION 'target must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_trigger t
+	               WHERE t.tgrelid = target AND t.tgname = 'fencing_guard' AND t.tgparentid = 0) THEN
+		RAISE NOTICE 'relation "%" is not protected, skipping', target;
+		RETURN;
+	END IF;
+	EXECUTE format('DROP TRIGGER fencing_guard ON %s', target);
+END
+$$;
+
+-- The protected tables and their settings, read from the guard triggers.
+CREATE VIEW fencing.protected_tables AS
+SELECT t.tgrelid::regclass AS relation,
+       pg_catalog.convert_from(
+           pg_catalog.substring(t.tgargs, 1, pg_catalog.position(t.tgargs, '\x00'::bytea) - 1),
+           pg_catalog.getdatabaseencoding())::name AS token_column,
+       pg_catalog.convert_from(
+           pg_catalog.substring(t.tgargs, pg_catalog.position(t.tgargs, '\x00'::bytea) + 1,
+                                pg_catalog.length(t.tgargs)
+                                - pg_catalog.position(t.tgargs, '\x00'::bytea) - 1),
+           pg_catalog.getdatabaseencoding()) AS mode
+FROM pg_catalog.pg_trigger t
+WHERE t.tgname = 'fencing_guard'
+  AND t.tgparentid = 0
+  AND t.tgfoid = 'fencing.guard()'::pg_catalog.regprocedure;
+GRANT SELECT ON fencing.protected_tables TO PUBLIC;
+
+-- One fenced write: apply changes and advance the token iff the row accepts it.
+CREATE FUNCTION fencing.fenced_update(
+	target regclass,
+	key jsonb,
+	token bigint,
+	changes jsonb DEFAULT '{}',
+	on_stale text DEFAULT 'error')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'fenced_update'
+LANGUAGE C VOLATILE;

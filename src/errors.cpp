@@ -1,0 +1,49 @@
+/*
+ * FN001 and FN002, worded once for the guard trigger and fenced_update().
+ */
+#include "errors.hpp"
+
+extern "C" {
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+}
+
+namespace fencing {
+
+char *relation_display_name(Relation rel)
+{
+	return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+	                                  RelationGetRelationName(rel));
+}
+
+void report_stale(Relation rel, const char *key, Mode mode, int64 presented, int64 stored)
+{
+	ereport(ERROR,
+	        (errcode(ERRCODE_FENCING_STALE_TOKEN),
+	         errmsg("stale fencing token " INT64_FORMAT " for relation \"%s\"", presented,
+	                RelationGetRelationName(rel)),
+	         errdetail("Relation %s, key %s: presented token " INT64_FORMAT
+	                   ", stored token " INT64_FORMAT " (%s mode).",
+	                   relation_display_name(rel), key ? key : "(not visible)", presented, stored,
+	                   mode_name(mode)),
+	         errhint("A newer lock holder has written this row: stop, roll back, and acquire the "
+	                 "lock again for a new token."),
+	         errtable(rel)));
+	pg_unreachable();
+}
+
+void report_missing(Relation rel, const char *key, const char *operation, int64 stored)
+{
+	ereport(ERROR,
+	        (errcode(ERRCODE_FENCING_MISSING_TOKEN),
+	         errmsg("missing fencing token for %s on relation \"%s\"", operation,
+	                RelationGetRelationName(rel)),
+	         errdetail("Relation %s, key %s: no token presented, stored token " INT64_FORMAT ".",
+	                   relation_display_name(rel), key ? key : "(not visible)", stored),
+	         errhint("Assign the token column in the statement, or run SET LOCAL fencing.token "
+	                 "= <token> in the transaction first."),
+	         errtable(rel)));
+	pg_unreachable();
+}
+
+} // namespace fencing

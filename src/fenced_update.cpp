@@ -1,0 +1,410 @@
+/*
+ * fencing.fenced_update(target, key, token, changes, on_stale): one UPDATE
+ * that applies `changes` and advances the token column iff the row's stored
+ * token accepts `token`, run with the caller's rights through cached plans.
+ */
+#include "errors.hpp"
+#include "marks.hpp"
+#include "plan_cache.hpp"
+#include "table.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/relation.h"
+#include "access/stratnum.h"
+#include "access/htup_details.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "utils/syscache.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+}
+
+using namespace fencing;
+
+namespace {
+
+/* A JSON object's members, matched to columns and converted to their types. */
+struct Columns {
+	int count;
+	AttrNumber *attnums;
+	Datum *values;
+	char *nulls; /* SPI style: 'n' or ' ' */
+};
+
+/* One call's arguments and what they resolve to. */
+struct Call {
+	Relation rel;
+	Relation pk;
+	TableFence fence;
+	int64 token;
+	bool skip_stale;
+	Columns key; /* in primary key order */
+	Columns changes;
+};
+
+/* The text a JSON value stands for in a column's input function; nullptr for null. */
+char *json_text(const JsonbValue &v)
+{
+	switch (v.type) {
+	case jbvNull:
+		return nullptr;
+	case jbvString:
+		return pnstrdup(v.val.string.val, v.val.string.len);
+	case jbvNumeric:
+		return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+	case jbvBool:
+		return pstrdup(v.val.boolean ? "true" : "false");
+	case jbvBinary:
+		return JsonbToCString(nullptr, v.val.binary.data, v.val.binary.len);
+	default:
+		elog(ERROR, "fencing: unexpected jsonb value type %d", static_cast<int>(v.type));
+	}
+	return nullptr;
+}
+
+/* Converts `text` with the column's input function; a bad value names the column. */
+Datum column_value(Relation rel, AttrNumber attnum, const char *text)
+{
+	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	Oid input, ioparam;
+	getTypeInputInfo(att->atttypid, &input, &ioparam);
+	MemoryContext context = CurrentMemoryContext;
+	volatile Datum value = 0;
+	PG_TRY();
+	{
+		value = OidInputFunctionCall(input, const_cast<char *>(text), ioparam, att->atttypmod);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(context);
+		ErrorData *error = CopyErrorData();
+		FlushErrorState();
+		ereport(ERROR, (errcode(error->sqlerrcode),
+		                errmsg("invalid value for column \"%s\" of relation \"%s\": %s",
+		                       NameStr(att->attname), RelationGetRelationName(rel),
+		                       error->message),
+		                error->detail ? errdetail("%s", error->detail) : 0));
+	}
+	PG_END_TRY();
+	return value;
+}
+
+/* The members of a jsonb argument that must be an object. */
+int object_members(Jsonb *json, const char *argument, char ***names, JsonbValue **values)
+{
+	if (!JB_ROOT_IS_OBJECT(json) || JB_ROOT_IS_SCALAR(json))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("%s must be a JSON object of column names and values", argument)));
+	int size = JB_ROOT_COUNT(json);
+	*names = static_cast<char **>(palloc(sizeof(char *) * (size + 1)));
+	*values = static_cast<JsonbValue *>(palloc(sizeof(JsonbValue) * (size + 1)));
+	JsonbIterator *it = JsonbIteratorInit(&json->root);
+	JsonbValue v;
+	JsonbIteratorToken token;
+	int n = 0;
+	while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+		if (token == WJB_KEY)
+			(*names)[n] = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (token == WJB_VALUE)
+			(*values)[n++] = v;
+	}
+	return n;
+}
+
+/* The column a member names, or 42703. */
+AttrNumber named_column(Relation rel, const char *name)
+{
+	AttrNumber attnum = user_column(rel, name);
+	if (attnum == InvalidAttrNumber)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+		                errmsg("column \"%s\" of relation \"%s\" does not exist", name,
+		                       RelationGetRelationName(rel))));
+	return attnum;
+}
+
+int key_position(Relation pk, AttrNumber attnum)
+{
+	for (int i = 0; i < key_count(pk); i++)
+		if (key_attnum(pk, i) == attnum)
+			return i;
+	return -1;
+}
+
+void alloc_columns(Columns *c, int count)
+{
+	c->count = count;
+	c->attnums = static_cast<AttrNumber *>(palloc0(sizeof(AttrNumber) * (count + 1)));
+	c->values = static_cast<Datum *>(palloc0(sizeof(Datum) * (count + 1)));
+	c->nulls = static_cast<char *>(palloc0(count + 1));
+}
+
+/* `key`: every primary key column, and nothing else. */
+void parse_key(Call *call, Jsonb *json)
+{
+	char **names;
+	JsonbValue *values;
+	int n = object_members(json, "key", &names, &values);
+	int nkeys = key_count(call->pk);
+	alloc_columns(&call->key, nkeys);
+	for (int i = 0; i < n; i++) {
+		AttrNumber attnum = named_column(call->rel, names[i]);
+		int pos = key_position(call->pk, attnum);
+		if (pos < 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			                errmsg("key names column \"%s\", which is not in the primary key of "
+			                       "relation \"%s\"",
+			                       names[i], RelationGetRelationName(call->rel))));
+		char *text = json_text(values[i]);
+		if (text == nullptr)
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+			                errmsg("key column \"%s\" must not be null", names[i])));
+		call->key.attnums[pos] = attnum;
+		call->key.values[pos] = column_value(call->rel, attnum, text);
+		call->key.nulls[pos] = ' ';
+	}
+	for (int i = 0; i < nkeys; i++)
+		if (call->key.attnums[i] == InvalidAttrNumber)
+			ereport(ERROR,
+			        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			         errmsg("key must name every primary key column of relation \"%s\"",
+			                RelationGetRelationName(call->rel)),
+			         errdetail("Primary key column \"%s\" is missing.",
+			                   get_attname(RelationGetRelid(call->rel), key_attnum(call->pk, i),
+			                               false))));
+}
+
+/* `changes`: any columns but the token column and the key. */
+void parse_changes(Call *call, Jsonb *json)
+{
+	char **names;
+	JsonbValue *values;
+	int n = object_members(json, "changes", &names, &values);
+	alloc_columns(&call->changes, n);
+	for (int i = 0; i < n; i++) {
+		AttrNumber attnum = named_column(call->rel, names[i]);
+		if (attnum == call->fence.token_attnum)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			                errmsg("changes must not name the fencing token column \"%s\"",
+			                       names[i]),
+			                errhint("Pass the token as the token argument.")));
+		if (key_position(call->pk, attnum) >= 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			                errmsg("changes must not name primary key column \"%s\"", names[i]),
+			                errhint("Name the row in the key argument.")));
+		char *text = json_text(values[i]);
+		call->changes.attnums[i] = attnum;
+		call->changes.values[i] = text ? column_value(call->rel, attnum, text) : 0;
+		call->changes.nulls[i] = text ? ' ' : 'n';
+	}
+}
+
+Oid column_type(Relation rel, AttrNumber attnum)
+{
+	return TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid;
+}
+
+const char *column_name(Relation rel, AttrNumber attnum)
+{
+	return quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname));
+}
+
+/* OPERATOR(schema.name) of an operator, for SQL immune to search_path. */
+const char *qualified_operator(Oid op)
+{
+	HeapTuple tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(op));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "fencing: cache lookup failed for operator %u", op);
+	Form_pg_operator form = (Form_pg_operator) GETSTRUCT(tuple);
+	char *text = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(form->oprnamespace)),
+	                      NameStr(form->oprname));
+	ReleaseSysCache(tuple);
+	return text;
+}
+
+/* "k1" OPERATOR(s.=) $n AND ...: the primary key's own equality, schema-qualified. */
+void append_key_match(StringInfo sql, const Call &call, int first_param)
+{
+	for (int i = 0; i < call.key.count; i++) {
+		Oid opcintype = call.pk->rd_opcintype[i];
+		Oid op = get_opfamily_member(call.pk->rd_opfamily[i], opcintype, opcintype,
+		                             BTEqualStrategyNumber);
+		if (!OidIsValid(op))
+			elog(ERROR, "fencing: no equality operator for primary key column %d", i + 1);
+		appendStringInfo(sql, "%s%s %s $%d", i > 0 ? " AND " : "",
+		                 column_name(call.rel, call.key.attnums[i]), qualified_operator(op),
+		                 first_param + i);
+	}
+}
+
+/*
+ * UPDATE t SET c1 = $1, ..., tok = $n WHERE <key> AND fencing.token_accepts(tok, $n, strict)
+ * and SELECT tok FROM t WHERE <key>.
+ */
+void prepare_plans(const Call &call, SPIPlanPtr *update, SPIPlanPtr *probe)
+{
+	const char *table = relation_display_name(call.rel);
+	const char *only = call.rel->rd_rel->relkind == RELKIND_RELATION ? "ONLY " : "";
+	const char *token_column = column_name(call.rel, call.fence.token_attnum);
+	int nchanges = call.changes.count, nkeys = call.key.count;
+	Oid *types = static_cast<Oid *>(palloc(sizeof(Oid) * (nchanges + 1 + nkeys)));
+
+	StringInfoData sql;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "UPDATE %s%s SET ", only, table);
+	for (int i = 0; i < nchanges; i++) {
+		appendStringInfo(&sql, "%s = $%d, ", column_name(call.rel, call.changes.attnums[i]),
+		                 i + 1);
+		types[i] = column_type(call.rel, call.changes.attnums[i]);
+	}
+	int token_param = nchanges + 1;
+	types[nchanges] = INT8OID;
+	appendStringInfo(&sql, "%s = $%d WHERE ", token_column, token_param);
+	append_key_match(&sql, call, token_param + 1);
+	for (int i = 0; i < nkeys; i++)
+		types[token_param + i] = column_type(call.rel, call.key.attnums[i]);
+	appendStringInfo(&sql, " AND fencing.token_accepts(%s, $%d, %s)", token_column, token_param,
+	                 call.fence.mode == Mode::strict ? "true" : "false");
+	*update = SPI_prepare(sql.data, token_param + nkeys, types);
+	if (*update == nullptr)
+		elog(ERROR, "fencing: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT %s FROM %s%s WHERE ", token_column, only, table);
+	append_key_match(&sql, call, 1);
+	*probe = SPI_prepare(sql.data, nkeys, types + token_param);
+	if (*probe == nullptr)
+		elog(ERROR, "fencing: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+}
+
+/* The plans for this call's shape, from the cache or freshly prepared. */
+const FencedPlans *plans_for(const Call &call)
+{
+	int ncolumns = call.key.count + call.changes.count;
+	AttrNumber *columns = static_cast<AttrNumber *>(palloc(sizeof(AttrNumber) * ncolumns));
+	memcpy(columns, call.key.attnums, sizeof(AttrNumber) * call.key.count);
+	memcpy(columns + call.key.count, call.changes.attnums,
+	       sizeof(AttrNumber) * call.changes.count);
+	PlanShape shape{RelationGetRelid(call.rel), call.fence.token_attnum,
+	                call.fence.mode == Mode::strict, call.key.count, call.changes.count, columns};
+	const FencedPlans *plans = find_plans(shape);
+	if (plans == nullptr) {
+		SPIPlanPtr update, probe;
+		prepare_plans(call, &update, &probe);
+		plans = keep_plans(shape, update, probe);
+	}
+	return plans;
+}
+
+enum class Outcome { applied, stale, missing, retry };
+
+/* Runs the fenced UPDATE once; on a miss, finds out whether the row is stale or missing. */
+Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
+{
+	int nchanges = call.changes.count, nkeys = call.key.count;
+	int nparams = nchanges + 1 + nkeys;
+	Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * nparams));
+	char *nulls = static_cast<char *>(palloc(nparams));
+	memcpy(values, call.changes.values, sizeof(Datum) * nchanges);
+	memcpy(nulls, call.changes.nulls, nchanges);
+	values[nchanges] = Int64GetDatum(call.token);
+	nulls[nchanges] = ' ';
+	memcpy(values + nchanges + 1, call.key.values, sizeof(Datum) * nkeys);
+	memcpy(nulls + nchanges + 1, call.key.nulls, nkeys);
+
+	int rc = SPI_execute_plan(plans.update, values, nulls, false, 0);
+	if (rc != SPI_OK_UPDATE)
+		elog(ERROR, "fencing: fenced UPDATE failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed > 0)
+		return Outcome::applied;
+
+	rc = SPI_execute_plan(plans.probe, call.key.values, call.key.nulls, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: probe failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed > 0) {
+		bool isnull;
+		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		*stored = isnull ? 0 : DatumGetInt64(d);
+		/* A row that accepts the token now appeared after the UPDATE's snapshot. */
+		return token_accepts(call.fence.mode, *stored, call.token) ? Outcome::retry
+		                                                            : Outcome::stale;
+	}
+	bool isnull[INDEX_MAX_KEYS];
+	for (int i = 0; i < nkeys; i++)
+		isnull[i] = false;
+	MarkKey key = mark_key(call.rel, call.pk, call.key.values, isnull);
+	if (find_mark(key, stored) && !token_accepts(call.fence.mode, *stored, call.token))
+		return Outcome::stale;
+	return Outcome::missing;
+}
+
+const char *describe_call_key(const Call &call)
+{
+	bool isnull[INDEX_MAX_KEYS] = {false};
+	return describe_key(call.pk, call.key.values, isnull);
+}
+
+void open_target(Call *call, Oid relid)
+{
+	call->rel = try_relation_open(relid, AccessShareLock);
+	if (call->rel == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+		                errmsg("relation with OID %u does not exist", relid)));
+	char kind = call->rel->rd_rel->relkind;
+	if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+		                errmsg("\"%s\" is not a table", RelationGetRelationName(call->rel))));
+	call->pk = open_primary_key(call->rel);
+	fence_of_table(call->rel, &call->fence);
+}
+
+} // namespace
+
+FENCING_FUNCTION(fenced_update)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("key must not be null")));
+	if (PG_ARGISNULL(3))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+		                errmsg("changes must not be null"), errhint("Pass '{}' for no changes.")));
+	if (PG_ARGISNULL(4))
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("on_stale must not be null")));
+
+	Call call;
+	call.token = require_token(PG_GETARG_DATUM(2), PG_ARGISNULL(2), "token");
+	char *on_stale = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	if (strcmp(on_stale, "error") != 0 && strcmp(on_stale, "skip") != 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("on_stale must be 'error' or 'skip', got '%s'", on_stale)));
+	call.skip_stale = strcmp(on_stale, "skip") == 0;
+
+	open_target(&call, PG_GETARG_OID(0));
+	parse_key(&call, PG_GETARG_JSONB_P(1));
+	parse_changes(&call, PG_GETARG_JSONB_P(3));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "fencing: SPI_connect failed");
+	const FencedPlans *plans = plans_for(call);
+	int64 stored = 0;
+	Outcome outcome = Outcome::retry;
+	for (int tries = 0; outcome == Outcome::retry && tries < 3; tries++)
+		outcome = attempt(call, *plans, &stored);
+	SPI_finish();
+
+	if (outcome == Outcome::stale && !call.skip_stale)
+		report_stale(call.rel, describe_call_key(call), call.fence.mode, call.token, stored);
+	if (outcome == Outcome::missing || outcome == Outcome::retry)
+		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
+		                errmsg("no row with key %s in relation \"%s\"", describe_call_key(call),
+		                       RelationGetRelationName(call.rel))));
+	index_close(call.pk, AccessShareLock);
+	relation_close(call.rel, NoLock);
+	PG_RETURN_BOOL(outcome == Outcome::applied);
+}

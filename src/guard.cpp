@@ -1,0 +1,214 @@
+/*
+ * fencing.guard(): the BEFORE ROW trigger that fencing.protect() installs.
+ * It finds the token a write presents, compares it with the row's stored
+ * token (or a deleted key's mark) and refuses stale and unfenced writes.
+ */
+#include "errors.hpp"
+#include "marks.hpp"
+#include "settings.hpp"
+#include "table.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "nodes/bitmapset.h"
+#include "utils/lsyscache.h"
+}
+
+using namespace fencing;
+
+namespace {
+
+/* What one firing needs: the trigger data and the table's settings. */
+struct Write {
+	TriggerData *trigger;
+	Relation rel;
+	const TableFence *fence;
+};
+
+/* The table's settings, parsed once per statement and kept in fn_extra. */
+const TableFence *settings_of(FunctionCallInfo fcinfo, TriggerData *trigger)
+{
+	struct Cached {
+		Oid trigger_oid;
+		TableFence fence;
+	};
+	auto *cached = static_cast<Cached *>(fcinfo->flinfo->fn_extra);
+	if (cached == nullptr || cached->trigger_oid != trigger->tg_trigger->tgoid) {
+		TableFence fence;
+		fence_from_trigger(trigger->tg_relation, trigger->tg_trigger, &fence);
+		cached = static_cast<Cached *>(MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(Cached)));
+		cached->trigger_oid = trigger->tg_trigger->tgoid;
+		cached->fence = fence;
+		fcinfo->flinfo->fn_extra = cached;
+	}
+	return &cached->fence;
+}
+
+/* "(id)=(101)" for a row, for error messages only. */
+const char *describe_row(Relation rel, HeapTuple row)
+{
+	if (!OidIsValid(RelationGetPrimaryKeyIndex(rel)))
+		return "(no primary key)";
+	Relation pk = open_primary_key(rel);
+	Datum values[INDEX_MAX_KEYS];
+	bool isnull[INDEX_MAX_KEYS];
+	key_values(rel, pk, row, values, isnull);
+	const char *text = describe_key(pk, values, isnull);
+	index_close(pk, AccessShareLock);
+	return text;
+}
+
+/* The mark key of a row. */
+MarkKey row_mark_key(Relation rel, HeapTuple row)
+{
+	Relation pk = open_primary_key(rel);
+	Datum values[INDEX_MAX_KEYS];
+	bool isnull[INDEX_MAX_KEYS];
+	key_values(rel, pk, row, values, isnull);
+	MarkKey key = mark_key(rel, pk, values, isnull);
+	index_close(pk, AccessShareLock);
+	return key;
+}
+
+/* The token from fencing.token, or FN002. */
+int64 token_from_setting(const Write &w, HeapTuple row, const char *operation, int64 stored)
+{
+	int64 token;
+	if (!session_token(&token))
+		report_missing(w.rel, describe_row(w.rel, row), operation, stored);
+	return token;
+}
+
+/* Refuses `presented` unless the table's mode accepts it over `stored`. */
+void check(const Write &w, HeapTuple row, int64 presented, int64 stored)
+{
+	if (!token_accepts(w.fence->mode, stored, presented))
+		report_stale(w.rel, describe_row(w.rel, row), w.fence->mode, presented, stored);
+}
+
+/*
+ * A key about to appear (INSERT, or UPDATE to a new key): waits for any
+ * transaction deleting it, then refuses tokens older than its deletion.
+ */
+void check_new_key(const Write &w, HeapTuple row, int64 presented)
+{
+	MarkKey key = row_mark_key(w.rel, row);
+	lock_mark_key(key);
+	int64 mark;
+	if (find_mark(key, &mark))
+		check(w, row, presented, mark);
+}
+
+/* A key about to disappear (DELETE, or UPDATE away from it): its mark outlives the row. */
+void remember_deleted_key(const Write &w, HeapTuple row, int64 presented)
+{
+	MarkKey key = row_mark_key(w.rel, row);
+	lock_mark_key(key);
+	record_mark(key, presented);
+}
+
+/* Writes `token` into the row's token column. */
+HeapTuple with_token(const Write &w, HeapTuple row, int64 token)
+{
+	int column = w.fence->token_attnum;
+	Datum value = Int64GetDatum(token);
+	bool isnull = false;
+	return heap_modify_tuple_by_cols(row, RelationGetDescr(w.rel), 1, &column, &value, &isnull);
+}
+
+Datum guard_insert(const Write &w)
+{
+	HeapTuple row = w.trigger->tg_trigtuple;
+	bool isnull;
+	Datum value = heap_getattr(row, w.fence->token_attnum, RelationGetDescr(w.rel), &isnull);
+	bool explicit_token = !isnull && DatumGetInt64(value) != 0;
+	int64 presented = explicit_token ? require_token(value, false, "fencing token")
+	                                 : token_from_setting(w, row, "INSERT", 0);
+	check_new_key(w, row, presented);
+	return PointerGetDatum(explicit_token ? row : with_token(w, row, presented));
+}
+
+/* Did the UPDATE assign any primary key column? */
+bool assigns_key(Relation rel, const Bitmapset *updated)
+{
+	Bitmapset *key = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_PRIMARY_KEY);
+	return bms_overlap(key, updated);
+}
+
+/* Do two rows have the same primary key values (by their text)? */
+bool same_key(Relation rel, HeapTuple a, HeapTuple b)
+{
+	MarkKey ka = row_mark_key(rel, a);
+	MarkKey kb = row_mark_key(rel, b);
+	return ARR_SIZE(ka.key) == ARR_SIZE(kb.key) &&
+	       memcmp(ka.key, kb.key, ARR_SIZE(ka.key)) == 0;
+}
+
+Datum guard_update(const Write &w)
+{
+	HeapTuple old_row = w.trigger->tg_trigtuple;
+	HeapTuple new_row = w.trigger->tg_newtuple;
+	const Bitmapset *updated = w.trigger->tg_updatedcols;
+	int64 stored = stored_token(w.rel, old_row, w.fence->token_attnum);
+	bool assigned =
+	    bms_is_member(w.fence->token_attnum - FirstLowInvalidHeapAttributeNumber, updated);
+	int64 presented;
+	if (assigned) {
+		bool isnull;
+		Datum value =
+		    heap_getattr(new_row, w.fence->token_attnum, RelationGetDescr(w.rel), &isnull);
+		presented = require_token(value, isnull, "fencing token");
+	} else
+		presented = token_from_setting(w, old_row, "UPDATE", stored);
+	check(w, old_row, presented, stored);
+	if (assigns_key(w.rel, updated) && !same_key(w.rel, old_row, new_row)) {
+		remember_deleted_key(w, old_row, presented);
+		check_new_key(w, new_row, presented);
+	}
+	return PointerGetDatum(assigned ? new_row : with_token(w, new_row, presented));
+}
+
+Datum guard_delete(const Write &w)
+{
+	HeapTuple row = w.trigger->tg_trigtuple;
+	int64 stored = stored_token(w.rel, row, w.fence->token_attnum);
+	int64 presented = token_from_setting(w, row, "DELETE", stored);
+	check(w, row, presented, stored);
+	remember_deleted_key(w, row, presented);
+	return PointerGetDatum(row);
+}
+
+/* Refuses to run as anything but a BEFORE ROW trigger on INSERT, UPDATE or DELETE. */
+void check_trigger_call(FunctionCallInfo fcinfo)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("fencing.guard: not called by trigger manager")));
+	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
+	if (!TRIGGER_FIRED_FOR_ROW(trigger->tg_event))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("fencing.guard: must be fired for each row")));
+	if (!TRIGGER_FIRED_BEFORE(trigger->tg_event))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("fencing.guard: must be fired before the write")));
+}
+
+} // namespace
+
+FENCING_FUNCTION(guard)
+{
+	check_trigger_call(fcinfo);
+	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
+	Write w{trigger, trigger->tg_relation, settings_of(fcinfo, trigger)};
+	if (TRIGGER_FIRED_BY_INSERT(trigger->tg_event))
+		return guard_insert(w);
+	if (TRIGGER_FIRED_BY_UPDATE(trigger->tg_event))
+		return guard_update(w);
+	if (TRIGGER_FIRED_BY_DELETE(trigger->tg_event))
+		return guard_delete(w);
+	ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+	                errmsg("fencing.guard: must be fired for INSERT, UPDATE or DELETE")));
+	pg_unreachable();
+}

@@ -1,0 +1,160 @@
+/*
+ * fencing.deleted_keys, read and written with the extension owner's rights
+ * through two prepared plans.
+ */
+#include "marks.hpp"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+}
+
+namespace fencing {
+
+namespace {
+
+/* field4 of our advisory lock tags: "FN", distinct from pg_advisory_lock's 1 and 2. */
+constexpr uint16 lock_class = 0x464E;
+
+SPIPlanPtr find_plan = nullptr;
+SPIPlanPtr record_plan = nullptr;
+
+/* Prepares (once per backend, again after invalidation) a plan on fencing.deleted_keys. */
+SPIPlanPtr prepared(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types)
+{
+	if (*cache != nullptr && SPI_plan_is_valid(*cache))
+		return *cache;
+	if (*cache != nullptr) {
+		SPI_freeplan(*cache);
+		*cache = nullptr;
+	}
+	SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
+	if (plan == nullptr)
+		elog(ERROR, "fencing: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(plan);
+	*cache = plan;
+	return plan;
+}
+
+/* The owner of fencing.deleted_keys: the rights the marks are read and written with. */
+Oid marks_owner()
+{
+	Oid nsp = get_namespace_oid("fencing", false);
+	Oid relid = get_relname_relid("deleted_keys", nsp);
+	HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "fencing: table fencing.deleted_keys is missing");
+	Oid owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/*
+ * Prepares (if needed) and runs a marks plan as the extension owner, with row
+ * security not forced: callers need no rights on the marks table, not even
+ * USAGE on schema fencing.  An error restores the caller's identity at
+ * (sub)transaction abort.
+ */
+int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
+                 Snapshot snapshot, bool read_only)
+{
+	Oid save_user;
+	int save_context;
+	GetUserIdAndSecContext(&save_user, &save_context);
+	SetUserIdAndSecContext(marks_owner(),
+	                       save_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_NOFORCE_RLS);
+	SPIPlanPtr plan = prepared(cache, sql, nargs, types);
+	int rc = SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only,
+	                              false, 1);
+	SetUserIdAndSecContext(save_user, save_context);
+	return rc;
+}
+
+} // namespace
+
+MarkKey mark_key(Relation rel, Relation pk, const Datum *values, const bool *isnull)
+{
+	MarkKey key;
+	key.relid = RelationGetRelid(rel);
+	if (rel->rd_rel->relispartition)
+		key.relid = llast_oid(get_partition_ancestors(key.relid));
+
+	int n = pk->rd_index->indnkeyatts;
+	Datum *texts = static_cast<Datum *>(palloc(sizeof(Datum) * n));
+	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < n; i++) {
+		if (isnull[i]) {
+			texts[i] = CStringGetTextDatum("");
+			continue;
+		}
+		Oid output;
+		bool varlena;
+		Oid type = TupleDescAttr(desc, pk->rd_index->indkey.values[i] - 1)->atttypid;
+		getTypeOutputInfo(type, &output, &varlena);
+		texts[i] = CStringGetTextDatum(OidOutputFunctionCall(output, values[i]));
+	}
+	key.key = construct_array(texts, n, TEXTOID, -1, false, TYPALIGN_INT);
+	return key;
+}
+
+void lock_mark_key(const MarkKey &key)
+{
+	LOCKTAG tag;
+	uint32 hash = hash_bytes(reinterpret_cast<const unsigned char *>(ARR_DATA_PTR(key.key)),
+	                         ARR_SIZE(key.key) - ARR_DATA_OFFSET(key.key));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, key.relid, hash, lock_class);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+bool find_mark(const MarkKey &key, int64 *mark)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "fencing: SPI_connect failed");
+	Oid types[2] = {REGCLASSOID, TEXTARRAYOID};
+	Datum values[2] = {ObjectIdGetDatum(key.relid), PointerGetDatum(key.key)};
+	int rc = run_as_owner(&find_plan,
+	                      "SELECT token FROM fencing.deleted_keys"
+	                      " WHERE relid OPERATOR(pg_catalog.=) $1"
+	                      " AND key OPERATOR(pg_catalog.=) $2",
+	                      2, types, values, GetLatestSnapshot(), true);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: reading fencing.deleted_keys failed: %s",
+		     SPI_result_code_string(rc));
+	bool found = SPI_processed > 0;
+	if (found) {
+		bool isnull;
+		*mark = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+		                                    &isnull));
+	}
+	SPI_finish();
+	return found;
+}
+
+void record_mark(const MarkKey &key, int64 token)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "fencing: SPI_connect failed");
+	Oid types[3] = {REGCLASSOID, TEXTARRAYOID, INT8OID};
+	Datum values[3] = {ObjectIdGetDatum(key.relid), PointerGetDatum(key.key),
+	                   Int64GetDatum(token)};
+	int rc = run_as_owner(&record_plan,
+	                      "INSERT INTO fencing.deleted_keys (relid, key, token)"
+	                      " VALUES ($1, $2, $3) ON CONFLICT (relid, key) DO UPDATE"
+	                      " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()",
+	                      3, types, values, InvalidSnapshot, false);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "fencing: writing fencing.deleted_keys failed: %s",
+		     SPI_result_code_string(rc));
+	SPI_finish();
+}
+
+} // namespace fencing

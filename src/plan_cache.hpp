@@ -1,0 +1,43 @@
+/*
+ * Prepared plans of fenced_update(), kept per backend and keyed by the
+ * statement's shape: (table, token column, mode, key columns, changed
+ * columns).  Like ri_triggers.c: SPI_keepplan, and rebuilt when
+ * SPI_plan_is_valid says the table changed under them.
+ */
+#pragma once
+
+#include "boundary.hpp"
+
+extern "C" {
+#include "access/attnum.h"
+#include "executor/spi.h"
+}
+
+namespace fencing {
+
+/* What a fenced_update() statement looks like; its plans depend on nothing else. */
+struct PlanShape {
+	Oid relid;
+	AttrNumber token_attnum;
+	bool strict;
+	int nkeys;
+	int nchanged;
+	const AttrNumber *columns; /* key columns, then changed columns */
+};
+
+/* The two statements of one shape: the fenced UPDATE and the probe that explains a miss. */
+struct FencedPlans {
+	SPIPlanPtr update;
+	SPIPlanPtr probe;
+};
+
+/*
+ * The cached plans of `shape`, or nullptr when there are none or the table
+ * changed since they were prepared.
+ */
+const FencedPlans *find_plans(const PlanShape &shape);
+
+/* Keeps freshly prepared plans for `shape` (replacing older ones) and returns them. */
+const FencedPlans *keep_plans(const PlanShape &shape, SPIPlanPtr update, SPIPlanPtr probe);
+
+} // namespace fencing

@@ -1,0 +1,58 @@
+/*
+ * What the extension knows about a table: its fencing settings (carried by
+ * the guard trigger's arguments) and its primary key.
+ */
+#pragma once
+
+#include "token.hpp"
+
+extern "C" {
+#include "access/htup.h"
+#include "commands/trigger.h"
+#include "utils/rel.h"
+}
+
+namespace fencing {
+
+/* Name of the guard trigger that fencing.protect() installs. */
+constexpr const char *guard_trigger_name = "fencing_guard";
+
+/* Default token column (SPEC §2) and of unprotected tables used by fenced_update(). */
+constexpr const char *default_token_column = "last_fencing_token";
+
+/* A table's fencing settings. */
+struct TableFence {
+	AttrNumber token_attnum;
+	Mode mode;
+	bool is_protected;
+};
+
+/* Reads the settings from a guard trigger's arguments (token column, mode). */
+void fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence);
+
+/*
+ * The settings fenced_update() uses for `rel`: its guard trigger's, or for an
+ * unprotected table with a last_fencing_token column, monotonic.
+ */
+void fence_of_table(Relation rel, TableFence *fence);
+
+/* Attribute number of a user column of `rel`, or InvalidAttrNumber. */
+AttrNumber user_column(Relation rel, const char *name);
+
+/* Opens the primary key index of `rel` (AccessShareLock); errors if it has none. */
+Relation open_primary_key(Relation rel);
+
+/* Number of key columns and their attribute numbers in `rel`. */
+inline int key_count(Relation pk) { return pk->rd_index->indnkeyatts; }
+inline AttrNumber key_attnum(Relation pk, int i) { return pk->rd_index->indkey.values[i]; }
+
+/* Extracts a tuple's key values, in index column order. */
+void key_values(Relation rel, Relation pk, HeapTuple tuple, Datum *values, bool *isnull);
+
+/* "(id)=(101)", or NULL when the current user may not see the key's values. */
+char *describe_key(Relation pk, Datum *values, bool *isnull);
+
+/* The stored token of a row (NULL counts as 0: nothing accepted yet). */
+int64 stored_token(Relation rel, HeapTuple tuple, AttrNumber token_attnum);
+
+} // namespace fencing
