@@ -44,6 +44,7 @@ struct Call {
 	int64 token;
 	bool skip_stale;
 	Columns key; /* in primary key order */
+	const char *key_json;
 	Columns changes;
 };
 
@@ -342,10 +343,15 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 	return Outcome::missing;
 }
 
+/*
+ * "(id)=(101)"; where row security or column privileges hide key values from
+ * messages, the caller's own key argument instead.
+ */
 const char *describe_call_key(const Call &call)
 {
 	bool isnull[INDEX_MAX_KEYS] = {false};
-	return describe_key(call.pk, call.key.values, isnull);
+	const char *text = describe_key(call.pk, call.key.values, isnull);
+	return text ? text : call.key_json;
 }
 
 void open_target(Call *call, Oid relid)
@@ -386,7 +392,9 @@ FENCING_FUNCTION(fenced_update)
 	call.skip_stale = strcmp(on_stale, "skip") == 0;
 
 	open_target(&call, PG_GETARG_OID(0));
-	parse_key(&call, PG_GETARG_JSONB_P(1));
+	Jsonb *key = PG_GETARG_JSONB_P(1);
+	call.key_json = JsonbToCString(nullptr, &key->root, VARSIZE(key));
+	parse_key(&call, key);
 	parse_changes(&call, PG_GETARG_JSONB_P(3));
 
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -13,6 +13,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -79,6 +80,43 @@ int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datu
 	return rc;
 }
 
+/* Types whose text form does not depend on any setting. */
+bool style_free(Oid type)
+{
+	switch (type) {
+	case INT2OID:
+	case INT4OID:
+	case INT8OID:
+	case TEXTOID:
+	case VARCHAROID:
+	case BPCHAROID:
+	case NAMEOID:
+	case UUIDOID:
+	case OIDOID:
+	case BOOLOID:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * Fixes the settings that change how values print (dates, times, intervals,
+ * floats, bytea), so that a key has one text whatever the session's settings.
+ * Returns the GUC nest level to pop with AtEOXact_GUC().
+ */
+int use_canonical_styles()
+{
+	int level = NewGUCNestLevel();
+	const char *settings[][2] = {{"datestyle", "ISO, YMD"},  {"intervalstyle", "postgres"},
+	                             {"timezone", "UTC"},        {"extra_float_digits", "3"},
+	                             {"bytea_output", "hex"}};
+	for (auto &setting : settings)
+		(void) set_config_option(setting[0], setting[1], PGC_USERSET, PGC_S_SESSION,
+		                         GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
 } // namespace
 
 MarkKey mark_key(Relation rel, Relation pk, const Datum *values, const bool *isnull)
@@ -91,6 +129,10 @@ MarkKey mark_key(Relation rel, Relation pk, const Datum *values, const bool *isn
 	int n = pk->rd_index->indnkeyatts;
 	Datum *texts = static_cast<Datum *>(palloc(sizeof(Datum) * n));
 	TupleDesc desc = RelationGetDescr(rel);
+	bool canonical = true;
+	for (int i = 0; i < n; i++)
+		canonical &= style_free(TupleDescAttr(desc, pk->rd_index->indkey.values[i] - 1)->atttypid);
+	int level = canonical ? -1 : use_canonical_styles();
 	for (int i = 0; i < n; i++) {
 		if (isnull[i]) {
 			texts[i] = CStringGetTextDatum("");
@@ -102,6 +144,8 @@ MarkKey mark_key(Relation rel, Relation pk, const Datum *values, const bool *isn
 		getTypeOutputInfo(type, &output, &varlena);
 		texts[i] = CStringGetTextDatum(OidOutputFunctionCall(output, values[i]));
 	}
+	if (level >= 0)
+		AtEOXact_GUC(true, level);
 	key.key = construct_array(texts, n, TEXTOID, -1, false, TYPALIGN_INT);
 	return key;
 }
