@@ -1,0 +1,2 @@
+\set id random(1, :rows)
+UPDATE b_cond SET v = v + 1, last_fencing_token = :token WHERE id = :id AND last_fencing_token <= :token;

@@ -1,0 +1,2 @@
+\set id random(1, :rows)
+UPDATE b_plpgsql SET v = v + 1, last_fencing_token = :token WHERE id = :id;
