@@ -28,7 +28,29 @@ CREATE TABLE fencing.deleted_keys (
 SELECT pg_catalog.pg_extension_config_dump('fencing.deleted_keys', '');
 REVOKE ALL ON fencing.deleted_keys FROM PUBLIC;
 
--- Protect a table: token column, guard trigger, settings (in the trigger's arguments).
+-- Drops the guard's triggers from a table; false if it had none.
+CREATE FUNCTION fencing.drop_guard(target regclass)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	trigger_name name;
+	dropped boolean := false;
+BEGIN
+	FOR trigger_name IN
+		SELECT t.tgname FROM pg_trigger t
+		WHERE t.tgrelid = target AND t.tgparentid = 0
+		  AND t.tgname IN ('fencing_guard', 'fencing_guard_keys')
+	LOOP
+		EXECUTE format('DROP TRIGGER %I ON %s', trigger_name, target);
+		dropped := true;
+	END LOOP;
+	RETURN dropped;
+END
+$$;
+
+-- Protect a table: token column, guard triggers, settings (in the triggers' arguments).
 CREATE FUNCTION fencing.protect(
 	target regclass,
 	token_column name DEFAULT 'last_fencing_token',
@@ -40,6 +62,7 @@ AS $$
 DECLARE
 	kind "char";
 	col record;
+	key_columns text;
 BEGIN
 	IF target IS NULL OR token_column IS NULL OR mode IS NULL THEN
 		RAISE EXCEPTION 'fencing.protect() arguments must not be null'
@@ -85,13 +108,18 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 
-	IF EXISTS (SELECT FROM pg_trigger t
-	           WHERE t.tgrelid = target AND t.tgname = 'fencing_guard' AND t.tgparentid = 0) THEN
-		EXECUTE format('DROP TRIGGER fencing_guard ON %s', target);
-	END IF;
+	-- The BEFORE trigger checks every write against its row; the AFTER one
+	-- checks a key that appears against the mark of its last deletion.
+	PERFORM fencing.drop_guard(target);
+	SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.n) INTO key_columns
+	FROM pg_index i, unnest(i.indkey) WITH ORDINALITY k(attnum, n), pg_attribute a
+	WHERE i.indrelid = target AND i.indisprimary AND a.attrelid = target AND a.attnum = k.attnum;
 	EXECUTE format('CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
 	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%L, %L)',
 	               target, token_column, mode);
+	EXECUTE format('CREATE TRIGGER fencing_guard_keys AFTER INSERT OR UPDATE OF %s ON %s '
+	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%L, %L)',
+	               key_columns, target, token_column, mode);
 END
 $$;
 
@@ -105,12 +133,9 @@ BEGIN
 	IF target IS NULL THEN
 		RAISE EXCEPTION 'target must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	IF NOT EXISTS (SELECT FROM pg_trigger t
-	               WHERE t.tgrelid = target AND t.tgname = 'fencing_guard' AND t.tgparentid = 0) THEN
+	IF NOT fencing.drop_guard(target) THEN
 		RAISE NOTICE 'relation "%" is not protected, skipping', target;
-		RETURN;
 	END IF;
-	EXECUTE format('DROP TRIGGER fencing_guard ON %s', target);
 END
 $$;
 

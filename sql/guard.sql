@@ -7,7 +7,6 @@ SELECT fencing.protect('items');
 SELECT fencing.protect('items');
 SELECT column_name, data_type, is_nullable, column_default
 FROM information_schema.columns WHERE table_name = 'items' AND column_name = 'last_fencing_token';
-SELECT tgname, tgtype FROM pg_trigger WHERE tgrelid = 'items'::regclass;
 
 -- UPDATE without any token: FN002, nothing changes.
 UPDATE items SET v = 'x' WHERE id = 1;
@@ -99,11 +98,12 @@ SELECT id, last_fencing_token FROM items ORDER BY id;
 UPDATE items SET v = 'late' , last_fencing_token = 19 WHERE id = 2;
 UPDATE items SET v = 'late' WHERE id = 2;
 
--- The guard refuses to run as anything but a BEFORE ROW trigger.
+-- The guard refuses to run as anything but the row triggers protect() installs.
+SELECT tgname, tgtype, tgattr FROM pg_trigger WHERE tgrelid = 'items'::regclass ORDER BY tgname;
 CREATE TABLE misuse (id int PRIMARY KEY, last_fencing_token bigint NOT NULL DEFAULT 0);
-CREATE TRIGGER g AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION fencing.guard('last_fencing_token', 'monotonic');
+CREATE TRIGGER g AFTER DELETE ON misuse FOR EACH ROW EXECUTE FUNCTION fencing.guard('last_fencing_token', 'monotonic');
 INSERT INTO misuse VALUES (1, 1);
-UPDATE misuse SET last_fencing_token = 2;
+DELETE FROM misuse;
 DROP TRIGGER g ON misuse;
 CREATE TRIGGER g BEFORE UPDATE ON misuse FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard('last_fencing_token', 'monotonic');
 UPDATE misuse SET last_fencing_token = 2;

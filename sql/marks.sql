@@ -94,4 +94,18 @@ SELECT * FROM bookings;
 SELECT has_table_privilege('public', 'fencing.deleted_keys', 'SELECT') AS public_select,
        has_table_privilege('public', 'fencing.deleted_keys', 'INSERT') AS public_insert;
 
-DROP TABLE jobs, bookings;
+-- A bulk DELETE records every mark in one statement (no per-key locks to run out of).
+CREATE TABLE bulk (id int PRIMARY KEY);
+SELECT fencing.protect('bulk');
+INSERT INTO bulk SELECT g, 1 FROM generate_series(1, 20000) g;
+BEGIN;
+SET LOCAL fencing.token = 2;
+DELETE FROM bulk;
+COMMIT;
+SELECT count(*) AS marks, min(token), max(token) FROM fencing.deleted_keys WHERE relid = 'bulk'::regclass;
+INSERT INTO bulk SELECT g, 1 FROM generate_series(19990, 20000) g;
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO bulk SELECT g, 2 FROM generate_series(1, 20000) g;
+SELECT count(*) FROM bulk;
+
+DROP TABLE jobs, bookings, bulk;

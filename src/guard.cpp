@@ -1,7 +1,14 @@
 /*
- * fencing.guard(): the BEFORE ROW trigger that fencing.protect() installs.
- * It finds the token a write presents, compares it with the row's stored
- * token (or a deleted key's mark) and refuses stale and unfenced writes.
+ * fencing.guard(): the row triggers that fencing.protect() installs.
+ *
+ * BEFORE INSERT OR UPDATE OR DELETE: finds the token a write presents,
+ * compares it with the row's stored token, refuses stale and unfenced writes,
+ * writes the token into the row and records the mark of a key that goes away.
+ *
+ * AFTER INSERT OR UPDATE OF <primary key>: compares the token of a key that
+ * appears with the mark of its last deletion.  This runs after the unique
+ * index check, which waits for any transaction deleting the same key, so the
+ * deletion's mark is committed and visible by then.  No extra lock is taken.
  */
 #include "errors.hpp"
 #include "marks.hpp"
@@ -88,25 +95,10 @@ void check(const Write &w, HeapTuple row, int64 presented, int64 stored)
 		report_stale(w.rel, describe_row(w.rel, row), w.fence->mode, presented, stored);
 }
 
-/*
- * A key about to appear (INSERT, or UPDATE to a new key): waits for any
- * transaction deleting it, then refuses tokens older than its deletion.
- */
-void check_new_key(const Write &w, HeapTuple row, int64 presented)
-{
-	MarkKey key = row_mark_key(w.rel, row);
-	lock_mark_key(key);
-	int64 mark;
-	if (find_mark(key, &mark))
-		check(w, row, presented, mark);
-}
-
 /* A key about to disappear (DELETE, or UPDATE away from it): its mark outlives the row. */
 void remember_deleted_key(const Write &w, HeapTuple row, int64 presented)
 {
-	MarkKey key = row_mark_key(w.rel, row);
-	lock_mark_key(key);
-	record_mark(key, presented);
+	record_mark(row_mark_key(w.rel, row), presented);
 }
 
 /* Writes `token` into the row's token column. */
@@ -126,7 +118,6 @@ Datum guard_insert(const Write &w)
 	bool explicit_token = !isnull && DatumGetInt64(value) != 0;
 	int64 presented = explicit_token ? require_token(value, false, "fencing token")
 	                                 : token_from_setting(w, row, "INSERT", 0);
-	check_new_key(w, row, presented);
 	return PointerGetDatum(explicit_token ? row : with_token(w, row, presented));
 }
 
@@ -163,10 +154,8 @@ Datum guard_update(const Write &w)
 	} else
 		presented = token_from_setting(w, old_row, "UPDATE", stored);
 	check(w, old_row, presented, stored);
-	if (assigns_key(w.rel, updated) && !same_key(w.rel, old_row, new_row)) {
+	if (assigns_key(w.rel, updated) && !same_key(w.rel, old_row, new_row))
 		remember_deleted_key(w, old_row, presented);
-		check_new_key(w, new_row, presented);
-	}
 	return PointerGetDatum(assigned ? new_row : with_token(w, new_row, presented));
 }
 
@@ -180,7 +169,24 @@ Datum guard_delete(const Write &w)
 	return PointerGetDatum(row);
 }
 
-/* Refuses to run as anything but a BEFORE ROW trigger on INSERT, UPDATE or DELETE. */
+/*
+ * AFTER INSERT, or UPDATE of the key: the row's key may have been deleted
+ * under a newer token than the one the row now holds.
+ */
+Datum guard_new_key(const Write &w)
+{
+	bool update = TRIGGER_FIRED_BY_UPDATE(w.trigger->tg_event);
+	HeapTuple row = update ? w.trigger->tg_newtuple : w.trigger->tg_trigtuple;
+	if (update && same_key(w.rel, w.trigger->tg_trigtuple, row))
+		return PointerGetDatum(nullptr);
+	int64 presented = stored_token(w.rel, row, w.fence->token_attnum);
+	int64 mark;
+	if (find_mark(row_mark_key(w.rel, row), &mark))
+		check(w, row, presented, mark);
+	return PointerGetDatum(nullptr);
+}
+
+/* Refuses to run as anything but the row triggers fencing.protect() installs. */
 void check_trigger_call(FunctionCallInfo fcinfo)
 {
 	if (!CALLED_AS_TRIGGER(fcinfo))
@@ -190,9 +196,11 @@ void check_trigger_call(FunctionCallInfo fcinfo)
 	if (!TRIGGER_FIRED_FOR_ROW(trigger->tg_event))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("fencing.guard: must be fired for each row")));
-	if (!TRIGGER_FIRED_BEFORE(trigger->tg_event))
+	if (TRIGGER_FIRED_INSTEAD(trigger->tg_event) ||
+	    (TRIGGER_FIRED_AFTER(trigger->tg_event) && TRIGGER_FIRED_BY_DELETE(trigger->tg_event)))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-		                errmsg("fencing.guard: must be fired before the write")));
+		                errmsg("fencing.guard: must be fired BEFORE INSERT, UPDATE or DELETE, or "
+		                       "AFTER INSERT or UPDATE")));
 }
 
 } // namespace
@@ -202,6 +210,8 @@ FENCING_FUNCTION(guard)
 	check_trigger_call(fcinfo);
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
 	Write w{trigger, trigger->tg_relation, settings_of(fcinfo, trigger)};
+	if (TRIGGER_FIRED_AFTER(trigger->tg_event))
+		return guard_new_key(w);
 	if (TRIGGER_FIRED_BY_INSERT(trigger->tg_event))
 		return guard_insert(w);
 	if (TRIGGER_FIRED_BY_UPDATE(trigger->tg_event))

@@ -8,10 +8,8 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -22,9 +20,6 @@ extern "C" {
 namespace fencing {
 
 namespace {
-
-/* field4 of our advisory lock tags: "FN", distinct from pg_advisory_lock's 1 and 2. */
-constexpr uint16 lock_class = 0x464E;
 
 SPIPlanPtr find_plan = nullptr;
 SPIPlanPtr record_plan = nullptr;
@@ -148,15 +143,6 @@ MarkKey mark_key(Relation rel, Relation pk, const Datum *values, const bool *isn
 		AtEOXact_GUC(true, level);
 	key.key = construct_array(texts, n, TEXTOID, -1, false, TYPALIGN_INT);
 	return key;
-}
-
-void lock_mark_key(const MarkKey &key)
-{
-	LOCKTAG tag;
-	uint32 hash = hash_bytes(reinterpret_cast<const unsigned char *>(ARR_DATA_PTR(key.key)),
-	                         ARR_SIZE(key.key) - ARR_DATA_OFFSET(key.key));
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, key.relid, hash, lock_class);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
 bool find_mark(const MarkKey &key, int64 *mark)

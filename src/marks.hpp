@@ -23,12 +23,6 @@ struct MarkKey {
 /* Builds the mark key of `values` (primary key values of `rel`, in index column order). */
 MarkKey mark_key(Relation rel, Relation pk, const Datum *values, const bool *isnull);
 
-/*
- * Takes the key's transaction-level lock, which a DELETE holds until it ends,
- * so that an INSERT of the same key waits for it and then sees its mark.
- */
-void lock_mark_key(const MarkKey &key);
-
 /* The key's mark as of the latest committed state; false if there is none. */
 bool find_mark(const MarkKey &key, int64 *mark);
 
