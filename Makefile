@@ -10,18 +10,25 @@ OBJS = \
 	src/marks.o \
 	src/guard.o \
 	src/plan_cache.o \
-	src/fenced_update.o
+	src/fenced_update.o \
+	src/spi.o \
+	src/arguments.o \
+	src/tokens.o \
+	src/resources.o \
+	src/leases.o \
+	src/fence.o
 
 DATA = sql/fencing--0.1.0.sql
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
-REGRESS = setup split_brain guard modes inputs marks fenced_update \
+REGRESS = setup split_brain guard modes inputs marks fenced_update leases fence \
 	partitioned security plan_cache
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 
 # isolation tests: test/isolation/specs/NAME.spec
 ISOLATION = stale_after_commit lower_waits_for_higher rollback_lets_lower \
-	repeatable_read update_vs_delete concurrent_insert three_writers
+	repeatable_read update_vs_delete concurrent_insert three_writers \
+	acquire_race acquire_expiry fence_order
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
 
 PG_CONFIG ?= pg_config

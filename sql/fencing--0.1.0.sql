@@ -166,3 +166,58 @@ CREATE FUNCTION fencing.fenced_update(
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'fenced_update'
 LANGUAGE C VOLATILE;
+
+-- PostgreSQL as the lock manager: leases and resource fences.
+
+-- Tokens of every grant, for every resource.  A sequence, because it does not
+-- roll back with the transaction that used it: a token is never issued twice.
+CREATE SEQUENCE fencing.token_seq;
+SELECT pg_catalog.pg_extension_config_dump('fencing.token_seq', '');
+REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
+
+-- One row per resource: its current (or last) lease and its fence mark.
+CREATE TABLE fencing.resources (
+	resource text PRIMARY KEY CHECK (resource <> ''),
+	holder text,
+	token bigint,
+	granted_at timestamptz,
+	expires_at timestamptz,
+	released boolean NOT NULL DEFAULT false,
+	fence_token bigint NOT NULL DEFAULT 0
+);
+SELECT pg_catalog.pg_extension_config_dump('fencing.resources', '');
+REVOKE ALL ON fencing.resources FROM PUBLIC;
+
+-- Leases as users see them; live is judged by the server's clock now.
+CREATE VIEW fencing.leases AS
+SELECT r.resource, r.holder, r.token, r.granted_at, r.expires_at,
+       (NOT r.released AND r.expires_at > pg_catalog.clock_timestamp()) AS live
+FROM fencing.resources r
+WHERE r.token IS NOT NULL;
+GRANT SELECT ON fencing.leases TO PUBLIC;
+
+-- The functions that write lease and fence state run with the extension
+-- owner's rights, pin search_path and check their arguments themselves.
+CREATE FUNCTION fencing.acquire(resource text, holder text, ttl interval)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'acquire'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION fencing.renew(resource text, holder text, token bigint, ttl interval)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'renew'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION fencing.release(resource text, holder text, token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'release'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION fencing.fence(resource text, token bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fence'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;

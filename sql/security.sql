@@ -88,9 +88,10 @@ SELECT fencing.protect('public.vault', mode => 'strict');
 SELECT fencing.protect('public.vault');
 RESET search_path;
 
--- No function is SECURITY DEFINER.
-SELECT count(*) AS security_definer FROM pg_proc
-WHERE pronamespace = 'fencing'::regnamespace AND prosecdef;
+-- The guard and fenced_update() run with the caller's rights (SECURITY INVOKER).
+SELECT proname, prosecdef FROM pg_proc
+WHERE oid IN ('fencing.guard'::regproc, 'fencing.fenced_update'::regproc,
+              'fencing.protect'::regproc, 'fencing.unprotect'::regproc) ORDER BY 1;
 
 DROP SCHEMA hostile CASCADE;
 DROP TABLE vault;

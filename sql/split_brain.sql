@@ -52,3 +52,34 @@ SELECT * FROM orders ORDER BY id;
 
 DROP TABLE orders;
 DROP SEQUENCE lock_counter;
+
+-- 3. PostgreSQL alone as the whole system: leases from fencing.acquire().
+-- The lock manager has granted 32 tokens before today (TTLs: 1 s = 100 ms).
+SELECT setval('fencing.token_seq', 32);
+CREATE TABLE accounts (id text PRIMARY KEY, balance int NOT NULL);
+SELECT fencing.protect('accounts');
+INSERT INTO accounts VALUES ('order:101', 100, 1);
+-- t=0   A acquires the lease on order:101 (TTL 10 s) and gets token 33.
+SELECT fencing.acquire('order:101', 'worker-a', '1 s') AS token_a \gset
+-- B tries too, but A's lease is live.
+SELECT fencing.acquire('order:101', 'worker-b', '1 s') AS refused;
+-- t=2   A starts its write and is paused (GC) until t=12; t=10 the lease expires.
+SELECT pg_sleep(1.1);
+SELECT resource, holder, token, live FROM fencing.leases WHERE resource = 'order:101';
+-- t=13  B acquires the lease and gets token 34; B writes: accepted.
+SELECT fencing.acquire('order:101', 'worker-b', '1 s') AS token_b \gset
+SELECT :token_a AS a, :token_b AS b;
+SELECT fencing.fenced_update('accounts', '{"id": "order:101"}', :token_b, '{"balance": 50}');
+-- A wakes: its heartbeat's renew says the lease is lost ...
+SELECT fencing.renew('order:101', 'worker-a', :token_a, '1 s') AS a_still_holds;
+-- ... and its late write is rejected, whichever way it writes.
+SELECT fencing.fenced_update('accounts', '{"id": "order:101"}', :token_a, '{"balance": 0}');
+\echo :LAST_ERROR_SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = :token_a;
+UPDATE accounts SET balance = 0 WHERE id = 'order:101';
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT * FROM accounts;
+SELECT fencing.release('order:101', 'worker-b', :token_b) AS b_released;
+DROP TABLE accounts;

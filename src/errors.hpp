@@ -23,6 +23,9 @@ namespace fencing {
 [[noreturn]] void report_stale(Relation rel, const char *key, Mode mode, int64 presented,
                                int64 stored);
 
+/* Raises FN001 for fence() on `resource`. */
+[[noreturn]] void report_stale_resource(const char *resource, int64 presented, int64 stored);
+
 /* Raises FN002 for an `operation` ("UPDATE", ...) on `rel` that carries no token. */
 [[noreturn]] void report_missing(Relation rel, const char *key, const char *operation,
                                  int64 stored);

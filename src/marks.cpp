@@ -3,6 +3,7 @@
  * through two prepared plans.
  */
 #include "marks.hpp"
+#include "spi.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -23,23 +24,6 @@ namespace {
 
 SPIPlanPtr find_plan = nullptr;
 SPIPlanPtr record_plan = nullptr;
-
-/* Prepares (once per backend, again after invalidation) a plan on fencing.deleted_keys. */
-SPIPlanPtr prepared(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types)
-{
-	if (*cache != nullptr && SPI_plan_is_valid(*cache))
-		return *cache;
-	if (*cache != nullptr) {
-		SPI_freeplan(*cache);
-		*cache = nullptr;
-	}
-	SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
-	if (plan == nullptr)
-		elog(ERROR, "fencing: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	SPI_keepplan(plan);
-	*cache = plan;
-	return plan;
-}
 
 /* The owner of fencing.deleted_keys: the rights the marks are read and written with. */
 Oid marks_owner()
@@ -68,7 +52,7 @@ int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datu
 	GetUserIdAndSecContext(&save_user, &save_context);
 	SetUserIdAndSecContext(marks_owner(),
 	                       save_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_NOFORCE_RLS);
-	SPIPlanPtr plan = prepared(cache, sql, nargs, types);
+	SPIPlanPtr plan = kept_plan(cache, sql, nargs, types);
 	int rc = SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only,
 	                              false, 1);
 	SetUserIdAndSecContext(save_user, save_context);

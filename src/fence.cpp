@@ -1,0 +1,42 @@
+/*
+ * fencing.fence(resource, token): compare and advance a resource's high-water
+ * mark, holding the resource's row lock until the transaction ends, so that
+ * every write of the transaction is fenced.
+ */
+#include "arguments.hpp"
+#include "errors.hpp"
+#include "resources.hpp"
+#include "spi.hpp"
+#include "tokens.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+}
+
+using namespace fencing;
+
+namespace {
+SPIPlanPtr advance_plan = nullptr;
+}
+
+FENCING_FUNCTION(fence)
+{
+	char *resource = require_name(fcinfo, 0, "resource");
+	int64 token = require_token(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "token");
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "fencing: SPI_connect failed");
+	Resource r = lock_resource(resource);
+	if (!token_accepts(Mode::monotonic, r.fence_mark, token))
+		report_stale_resource(resource, token, r.fence_mark);
+	Oid types[2] = {TEXTOID, INT8OID};
+	SPIPlanPtr plan = kept_plan(&advance_plan,
+	                            "UPDATE fencing.resources SET fence_token = $2 WHERE resource = $1",
+	                            2, types);
+	Datum values[2] = {CStringGetTextDatum(resource), Int64GetDatum(token)};
+	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
+	SPI_finish();
+	require_durable_commit();
+	PG_RETURN_INT64(r.fence_mark);
+}
