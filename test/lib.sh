@@ -65,3 +65,19 @@ start_cluster() {
 		start >/dev/null || { cat "$FENCING_TMP/server.log" >&2; exit 1; }
 	say "throwaway PostgreSQL 15 cluster on socket $PGHOST, port $PGPORT"
 }
+
+# Runs the TAP tests (test/t/*.pl) as the postgres user, in a copy under the
+# throwaway directory; each test starts its own clusters.
+run_tap() {
+	local dir="$FENCING_TMP/tap"
+	mkdir -p "$dir"
+	cp -r "$ROOT/test/t" "$dir/"
+	chown -R postgres: "$dir"
+	(
+		cd "$dir"
+		[ $# -gt 0 ] || set -- t/*.pl
+		runuser -u postgres -- env PATH="$PGBIN:$PATH" \
+			PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress \
+			prove -I /usr/lib/postgresql/15/lib/pgxs/src/test/perl -I t "$@"
+	)
+}

@@ -1,0 +1,43 @@
+# pg_dump and restore keep every high-water mark: row tokens, deleted keys,
+# resource fences, and the token sequence.
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use FencingNode;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = FencingNode::new_node('dump');
+$node->safe_psql('postgres', q{
+	CREATE TABLE items (id int PRIMARY KEY, v text);
+	SELECT fencing.protect('items', mode => 'strict');
+	INSERT INTO items VALUES (1, 'one', 10), (2, 'two', 10);
+	SELECT fencing.fenced_update('items', '{"id": 1}', 20, '{"v": "one@20"}');
+	BEGIN; SET LOCAL fencing.token = 30; DELETE FROM items WHERE id = 2; COMMIT;
+	SELECT fencing.fence('orders', 40);
+	SELECT fencing.acquire('orders', 'a', '1 hour');
+});
+my $max = $node->safe_psql('postgres', 'SELECT max(token) FROM fencing.leases');
+
+my $dump = "$PostgreSQL::Test::Utils::tmp_check/fencing.dump";
+$node->command_ok([ 'pg_dump', '-Fc', '-d', $node->connstr('postgres'), '-f', $dump ], 'pg_dump');
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+$node->command_ok([ 'pg_restore', '-d', $node->connstr('restored'), $dump ], 'pg_restore');
+
+is($node->safe_psql('restored', "SELECT relation::text || ' ' || mode FROM fencing.protected_tables"),
+	'items strict', 'the guard and its mode are restored');
+my ($ret, $out, $err) = $node->psql('restored',
+	q{SELECT fencing.fenced_update('items', '{"id": 1}', 20, '{"v": "again"}')});
+like($err, qr/stale fencing token 20/, "a row's token is restored (strict: 20 again is stale)");
+($ret, $out, $err) = $node->psql('restored', q{INSERT INTO items VALUES (2, 'zombie', 29)});
+like($err, qr/stale fencing token 29/, "a deleted key's mark is restored");
+($ret, $out, $err) = $node->psql('restored', q{SELECT fencing.fence('orders', 39)});
+like($err, qr/stale fencing token 39/, "a resource's fence mark is restored");
+is($node->safe_psql('restored', "SELECT holder FROM fencing.leases WHERE resource = 'orders'"),
+	'a', 'leases are restored');
+cmp_ok($node->safe_psql('restored',
+		"SELECT fencing.acquire('new', 'b', '1 s')"), '>', $max,
+	'and in the restored one: no token is issued twice');
+
+done_testing();

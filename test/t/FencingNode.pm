@@ -1,0 +1,83 @@
+# A PostgreSQL::Test::Cluster node with the fencing extension, and the
+# checks the TAP tests share.
+package FencingNode;
+
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+
+# A started node with fencing preloaded and created in database postgres.
+sub new_node
+{
+	my ($name, %params) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%params);
+	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'\n");
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION fencing');
+	return $node;
+}
+
+# kill -9 of the postmaster, then a restart once its processes are gone.
+sub crash_and_restart
+{
+	my ($node) = @_;
+	my $pid = $node->{_pid};
+	$node->kill9;
+	for (1 .. 300)
+	{
+		last unless kill(0, $pid);
+		select(undef, undef, undef, 0.1);
+	}
+	for (1 .. 60)
+	{
+		return if $node->start(fail_ok => 1);
+		select(undef, undef, undef, 0.5);
+	}
+	BAIL_OUT('the node did not restart after kill -9');
+}
+
+# The next token the node issues: must be above every token a client saw.
+sub next_token
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT fencing.acquire('probe:' || pg_catalog.gen_random_uuid(), 'probe', '1 s')");
+}
+
+# Runs a shell loop as a background client against $node; it appends one
+# line per acknowledged operation to $log and stops when the server goes away.
+sub start_client
+{
+	my ($node, $log, $body) = @_;
+	my $script = "export PGHOST='" . $node->host . "' PGPORT=" . $node->port
+	  . " PGDATABASE=postgres\nq() { psql -XAtq -v ON_ERROR_STOP=1 -c \"\$1\" 2>/dev/null; }\n"
+	  . "i=0\nwhile [ \$i -lt 100000 ]; do\n$body\ni=\$((i + 1))\ndone\n";
+	my ($in, $out, $err) = ('', '', '');
+	return IPC::Run::start([ 'bash', '-c', $script ], \$in, '>>', $log, '2>>', "$log.err");
+}
+
+# Waits until $log has at least $lines lines.
+sub wait_for_lines
+{
+	my ($log, $lines) = @_;
+	for (1 .. 600)
+	{
+		my $n = -e $log ? scalar(split /\n/, slurp_file($log)) : 0;
+		return $n if $n >= $lines;
+		select(undef, undef, undef, 0.1);
+	}
+	BAIL_OUT("client produced fewer than $lines lines in 60 s");
+}
+
+# The acknowledged lines of a client log: [kind, args...] each.
+sub acknowledged
+{
+	my ($log) = @_;
+	return map { [ split / / ] } grep { /\S/ } split /\n/, slurp_file($log);
+}
+
+1;
