@@ -69,4 +69,13 @@ SELECT fencing.fenced_update('plain', '{"id": 1}', 100, '{"v": "rolled back"}');
 ROLLBACK;
 SELECT * FROM plain;
 
-DROP TABLE "Ledger", plain, custom, gen;
+-- A row that accepts the token but that a trigger skips is not "missing".
+CREATE TABLE quiet (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0);
+CREATE TRIGGER z_quiet BEFORE UPDATE ON quiet FOR EACH ROW
+	EXECUTE FUNCTION suppress_redundant_updates_trigger();
+INSERT INTO quiet VALUES (1, 'a', 5);
+SELECT fencing.fenced_update('quiet', '{"id": 1}', 6, '{"v": "b"}');
+SELECT fencing.fenced_update('quiet', '{"id": 1}', 6, '{"v": "b"}');
+\echo :LAST_ERROR_SQLSTATE
+
+DROP TABLE "Ledger", plain, custom, gen, quiet;

@@ -28,6 +28,13 @@ CREATE TABLE fencing.deleted_keys (
 SELECT pg_catalog.pg_extension_config_dump('fencing.deleted_keys', '');
 REVOKE ALL ON fencing.deleted_keys FROM PUBLIC;
 
+-- The quoted primary key columns of a table the guard can protect; errors if
+-- it has no immediate primary key, or one whose equal values print differently.
+CREATE FUNCTION fencing.primary_key_columns(target regclass)
+RETURNS text
+AS 'MODULE_PATHNAME', 'primary_key_columns'
+LANGUAGE C STABLE;
+
 -- Drops the guard's triggers from a table; false if it had none.
 CREATE FUNCTION fencing.drop_guard(target regclass)
 RETURNS boolean
@@ -49,6 +56,22 @@ BEGIN
 	RETURN dropped;
 END
 $$;
+
+-- Marks of a dropped table go with it (its OID could be reused).  Runs with
+-- the owner's rights; it can only be fired by DROP, for objects really dropped.
+CREATE FUNCTION fencing.forget_dropped_marks()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	DELETE FROM fencing.deleted_keys d
+	USING pg_event_trigger_dropped_objects() o
+	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND d.relid = o.objid;
+END
+$$;
+CREATE EVENT TRIGGER fencing_forget_dropped_marks ON sql_drop
+EXECUTE FUNCTION fencing.forget_dropped_marks();
 
 -- Protect a table: token column, guard triggers, settings (in the triggers' arguments).
 CREATE FUNCTION fencing.protect(
@@ -81,12 +104,7 @@ BEGIN
 		RAISE EXCEPTION '"%" is not a table', target
 			USING ERRCODE = 'wrong_object_type';
 	END IF;
-	IF NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = target AND i.indisprimary) THEN
-		RAISE EXCEPTION 'relation "%" has no primary key', target
-			USING ERRCODE = 'object_not_in_prerequisite_state',
-			      DETAIL = 'Fencing tokens are tracked per row, and rows are named by their primary key.',
-			      HINT = 'Add a primary key to the table.';
-	END IF;
+	key_columns := fencing.primary_key_columns(target);
 
 	SELECT a.attnum, a.atttypid, a.attgenerated INTO col
 	FROM pg_attribute a
@@ -111,9 +129,6 @@ BEGIN
 	-- The BEFORE trigger checks every write against its row; the AFTER one
 	-- checks a key that appears against the mark of its last deletion.
 	PERFORM fencing.drop_guard(target);
-	SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.n) INTO key_columns
-	FROM pg_index i, unnest(i.indkey) WITH ORDINALITY k(attnum, n), pg_attribute a
-	WHERE i.indrelid = target AND i.indisprimary AND a.attrelid = target AND a.attnum = k.attnum;
 	EXECUTE format('CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
 	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%L, %L)',
 	               target, token_column, mode);

@@ -116,7 +116,8 @@ SELECT t.error_of($$ALTER SEQUENCE fencing.token_seq RESTART$$);
 SELECT t.error_of($$TRUNCATE fencing.resources$$);
 SELECT fencing.release('res:worker', 'w', :tw) AS released;
 RESET ROLE;
--- The lease and fence functions are the only SECURITY DEFINER ones, and pin search_path.
+-- The functions that write lease, fence and mark state are the only SECURITY DEFINER
+-- ones, and pin search_path.
 SELECT p.proname, p.prosecdef, p.proconfig FROM pg_proc p
 WHERE p.pronamespace = 'fencing'::regnamespace AND p.prosecdef ORDER BY 1;
 DROP OWNED BY regress_fencing_worker;

@@ -48,8 +48,28 @@ SELECT fencing.fenced_update('events', '{"region": "eu", "id": 1}', 8, '{}', 'sk
 INSERT INTO events_eu VALUES ('eu', 1, 'back', 9);
 SELECT * FROM events ORDER BY region, id;
 
+-- An UPDATE that moves a row to another partition is a DELETE + INSERT inside
+-- PostgreSQL; the DELETE carries the UPDATE's token, and the old key's mark
+-- is the UPDATE's token, never lower.
+UPDATE events SET region = 'us', id = 2, last_fencing_token = 20 WHERE region = 'eu' AND id = 1;
+SELECT tableoid::regclass, * FROM events WHERE id = 2;
+SELECT key, token FROM fencing.deleted_keys WHERE relid = 'events'::regclass ORDER BY key;
+BEGIN;
+SET LOCAL fencing.token = 21;
+UPDATE events SET region = 'eu' WHERE region = 'us' AND id = 2;
+COMMIT;
+SELECT tableoid::regclass, * FROM events WHERE id = 2;
+INSERT INTO events VALUES ('eu', 1, 'zombie', 19);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO events VALUES ('us', 2, 'zombie', 20);
+\echo :LAST_ERROR_SQLSTATE
+SELECT key, token FROM fencing.deleted_keys WHERE relid = 'events'::regclass ORDER BY key;
+
 SELECT fencing.unprotect('events');
 SELECT count(*) AS guards FROM pg_trigger WHERE tgname = 'fencing_guard'
   AND tgrelid IN (SELECT oid FROM pg_class WHERE relname LIKE 'events%');
 
+-- Dropping the table forgets its marks.
 DROP TABLE events;
+SELECT count(*) AS marks_left FROM fencing.deleted_keys d
+WHERE NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = d.relid);

@@ -17,6 +17,9 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/syscache.h"
 #include "lib/stringinfo.h"
+#include "catalog/objectaddress.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -282,8 +285,12 @@ void prepare_plans(const Call &call, SPIPlanPtr *update, SPIPlanPtr *probe)
 		elog(ERROR, "fencing: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 }
 
-/* The plans for this call's shape, from the cache or freshly prepared. */
-const FencedPlans *plans_for(const Call &call)
+/*
+ * The plans for this call's shape: from the cache, or freshly prepared and
+ * kept, or - while a running call of the same shape uses the cached ones -
+ * prepared for this call only (into `local`, freed by SPI_finish).
+ */
+FencedPlans *plans_for(const Call &call, FencedPlans *local)
 {
 	int ncolumns = call.key.count + call.changes.count;
 	AttrNumber *columns = static_cast<AttrNumber *>(palloc(sizeof(AttrNumber) * ncolumns));
@@ -292,16 +299,20 @@ const FencedPlans *plans_for(const Call &call)
 	       sizeof(AttrNumber) * call.changes.count);
 	PlanShape shape{RelationGetRelid(call.rel), call.fence.token_attnum,
 	                call.fence.mode == Mode::strict, call.key.count, call.changes.count, columns};
-	const FencedPlans *plans = find_plans(shape);
+	FencedPlans *plans = find_plans(shape);
 	if (plans == nullptr) {
 		SPIPlanPtr update, probe;
 		prepare_plans(call, &update, &probe);
 		plans = keep_plans(shape, update, probe);
+		if (plans == nullptr) {
+			*local = FencedPlans{update, probe, 0};
+			plans = local;
+		}
 	}
 	return plans;
 }
 
-enum class Outcome { applied, stale, missing, retry };
+enum class Outcome { applied, stale, missing, skipped };
 
 /* Runs the fenced UPDATE once; on a miss, finds out whether the row is stale or missing. */
 Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
@@ -330,8 +341,12 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 		bool isnull;
 		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		*stored = isnull ? 0 : DatumGetInt64(d);
-		/* A row that accepts the token now appeared after the UPDATE's snapshot. */
-		return token_accepts(call.fence.mode, *stored, call.token) ? Outcome::retry
+		/*
+		 * The row accepts the token, yet the UPDATE did not change it: it was
+		 * inserted after the UPDATE's snapshot, or a trigger or an UPDATE
+		 * row security policy skipped it.
+		 */
+		return token_accepts(call.fence.mode, *stored, call.token) ? Outcome::skipped
 		                                                            : Outcome::stale;
 	}
 	bool isnull[INDEX_MAX_KEYS];
@@ -352,6 +367,20 @@ const char *describe_call_key(const Call &call)
 	bool isnull[INDEX_MAX_KEYS] = {false};
 	const char *text = describe_key(call.pk, call.key.values, isnull);
 	return text ? text : call.key_json;
+}
+
+/*
+ * Refuses a caller without any UPDATE privilege on the table before taking a
+ * lock on it; column privileges are then checked by the UPDATE itself.
+ */
+void check_update_privilege(Oid relid)
+{
+	Oid user = GetUserId();
+	if (pg_class_aclcheck(relid, user, ACL_UPDATE) == ACLCHECK_OK ||
+	    pg_attribute_aclcheck_all(relid, user, ACL_UPDATE, ACLMASK_ANY) == ACLCHECK_OK)
+		return;
+	aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(get_rel_relkind(relid)),
+	               get_rel_name(relid));
 }
 
 void open_target(Call *call, Oid relid)
@@ -391,6 +420,7 @@ FENCING_FUNCTION(fenced_update)
 		                errmsg("on_stale must be 'error' or 'skip', got '%s'", on_stale)));
 	call.skip_stale = strcmp(on_stale, "skip") == 0;
 
+	check_update_privilege(PG_GETARG_OID(0));
 	open_target(&call, PG_GETARG_OID(0));
 	Jsonb *key = PG_GETARG_JSONB_P(1);
 	call.key_json = JsonbToCString(nullptr, &key->root, VARSIZE(key));
@@ -399,16 +429,35 @@ FENCING_FUNCTION(fenced_update)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "fencing: SPI_connect failed");
-	const FencedPlans *plans = plans_for(call);
+	FencedPlans local;
+	FencedPlans *volatile plans = plans_for(call, &local);
 	int64 stored = 0;
-	Outcome outcome = Outcome::retry;
-	for (int tries = 0; outcome == Outcome::retry && tries < 3; tries++)
-		outcome = attempt(call, *plans, &stored);
+	volatile Outcome outcome = Outcome::skipped;
+	plans->users++;
+	PG_TRY();
+	{
+		/* A second attempt sees a row inserted after the first one's snapshot. */
+		for (int tries = 0; outcome == Outcome::skipped && tries < 2; tries++)
+			outcome = attempt(call, *plans, &stored);
+	}
+	PG_FINALLY();
+	{
+		plans->users--;
+	}
+	PG_END_TRY();
 	SPI_finish();
 
 	if (outcome == Outcome::stale && !call.skip_stale)
 		report_stale(call.rel, describe_call_key(call), call.fence.mode, call.token, stored);
-	if (outcome == Outcome::missing || outcome == Outcome::retry)
+	if (outcome == Outcome::skipped)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("row with key %s in relation \"%s\" accepts token " INT64_FORMAT
+		                       " but was not updated",
+		                       describe_call_key(call), RelationGetRelationName(call.rel),
+		                       call.token),
+		                errhint("A BEFORE UPDATE trigger returned NULL for it, or a row-level "
+		                        "security policy for UPDATE hides it.")));
+	if (outcome == Outcome::missing)
 		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
 		                errmsg("no row with key %s in relation \"%s\"", describe_call_key(call),
 		                       RelationGetRelationName(call.rel))));

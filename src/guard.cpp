@@ -19,6 +19,9 @@ extern "C" {
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/sysattr.h"
+#include "access/xact.h"
+#include "storage/itemptr.h"
+#include "storage/proc.h"
 #include "nodes/bitmapset.h"
 #include "utils/lsyscache.h"
 }
@@ -33,6 +36,40 @@ struct Write {
 	Relation rel;
 	const TableFence *fence;
 };
+
+/*
+ * The token of the last UPDATE this backend let through.  PostgreSQL runs an
+ * UPDATE that moves a row to another partition as DELETE + INSERT, and the
+ * DELETE of that very row version carries no token of its own.
+ */
+struct {
+	LocalTransactionId xact;
+	SubTransactionId subxact;
+	Oid relid;
+	ItemPointerData row;
+	int64 token;
+} last_update;
+
+void remember_update(Relation rel, HeapTuple row, int64 token)
+{
+	last_update.xact = MyProc->lxid;
+	last_update.subxact = GetCurrentSubTransactionId();
+	last_update.relid = RelationGetRelid(rel);
+	last_update.row = row->t_self;
+	last_update.token = token;
+}
+
+/* The token of the UPDATE that is moving `row` out of `rel`, if that is what this DELETE is. */
+bool moving_update_token(Relation rel, HeapTuple row, int64 *token)
+{
+	if (last_update.xact != MyProc->lxid ||
+	    last_update.subxact != GetCurrentSubTransactionId() ||
+	    last_update.relid != RelationGetRelid(rel) || !ItemPointerEquals(&last_update.row, &row->t_self))
+		return false;
+	*token = last_update.token;
+	last_update.relid = InvalidOid;
+	return true;
+}
 
 /* The table's settings, parsed once per statement and kept in fn_extra. */
 const TableFence *settings_of(FunctionCallInfo fcinfo, TriggerData *trigger)
@@ -156,6 +193,7 @@ Datum guard_update(const Write &w)
 	check(w, old_row, presented, stored);
 	if (assigns_key(w.rel, updated) && !same_key(w.rel, old_row, new_row))
 		remember_deleted_key(w, old_row, presented);
+	remember_update(w.rel, old_row, presented);
 	return PointerGetDatum(assigned ? new_row : with_token(w, new_row, presented));
 }
 
@@ -163,7 +201,9 @@ Datum guard_delete(const Write &w)
 {
 	HeapTuple row = w.trigger->tg_trigtuple;
 	int64 stored = stored_token(w.rel, row, w.fence->token_attnum);
-	int64 presented = token_from_setting(w, row, "DELETE", stored);
+	int64 presented;
+	if (!moving_update_token(w.rel, row, &presented))
+		presented = token_from_setting(w, row, "DELETE", stored);
 	check(w, row, presented, stored);
 	remember_deleted_key(w, row, presented);
 	return PointerGetDatum(row);

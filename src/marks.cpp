@@ -50,8 +50,9 @@ int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datu
 	Oid save_user;
 	int save_context;
 	GetUserIdAndSecContext(&save_user, &save_context);
-	SetUserIdAndSecContext(marks_owner(),
-	                       save_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_NOFORCE_RLS);
+	SetUserIdAndSecContext(marks_owner(), save_context | SECURITY_LOCAL_USERID_CHANGE |
+	                                          SECURITY_RESTRICTED_OPERATION |
+	                                          SECURITY_NOFORCE_RLS);
 	SPIPlanPtr plan = kept_plan(cache, sql, nargs, types);
 	int rc = SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only,
 	                              false, 1);
@@ -163,7 +164,8 @@ void record_mark(const MarkKey &key, int64 token)
 	int rc = run_as_owner(&record_plan,
 	                      "INSERT INTO fencing.deleted_keys (relid, key, token)"
 	                      " VALUES ($1, $2, $3) ON CONFLICT (relid, key) DO UPDATE"
-	                      " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()",
+	                      " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
+	                      " WHERE fencing.token_accepts(deleted_keys.token, EXCLUDED.token, false)",
 	                      3, types, values, InvalidSnapshot, false);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "fencing: writing fencing.deleted_keys failed: %s",

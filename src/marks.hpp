@@ -26,7 +26,7 @@ MarkKey mark_key(Relation rel, Relation pk, const Datum *values, const bool *isn
 /* The key's mark as of the latest committed state; false if there is none. */
 bool find_mark(const MarkKey &key, int64 *mark);
 
-/* Records that the key was deleted under `token`. */
+/* Records that the key was deleted under `token`; a mark never goes down. */
 void record_mark(const MarkKey &key, int64 token);
 
 } // namespace fencing

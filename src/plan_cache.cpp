@@ -73,7 +73,7 @@ void free_plan(SPIPlanPtr plan)
 
 } // namespace
 
-const FencedPlans *find_plans(const PlanShape &shape)
+FencedPlans *find_plans(const PlanShape &shape)
 {
 	bool found;
 	Entry *entry = lookup(shape, HASH_FIND, &found);
@@ -84,8 +84,12 @@ const FencedPlans *find_plans(const PlanShape &shape)
 	return &entry->plans;
 }
 
-const FencedPlans *keep_plans(const PlanShape &shape, SPIPlanPtr update, SPIPlanPtr probe)
+FencedPlans *keep_plans(const PlanShape &shape, SPIPlanPtr update, SPIPlanPtr probe)
 {
+	bool found;
+	Entry *entry = lookup(shape, HASH_FIND, &found);
+	if (entry != nullptr && entry->plans.users > 0)
+		return nullptr;
 	/* Everything that can fail happens before the entry changes. */
 	AttrNumber *columns =
 	    static_cast<AttrNumber *>(MemoryContextAlloc(CacheMemoryContext, columns_size(shape)));
@@ -93,8 +97,7 @@ const FencedPlans *keep_plans(const PlanShape &shape, SPIPlanPtr update, SPIPlan
 	if (SPI_keepplan(update) != 0 || SPI_keepplan(probe) != 0)
 		elog(ERROR, "fencing: SPI_keepplan failed");
 
-	bool found;
-	Entry *entry = lookup(shape, HASH_ENTER, &found);
+	entry = lookup(shape, HASH_ENTER, &found);
 	if (found) {
 		free_plan(entry->plans.update);
 		free_plan(entry->plans.probe);
@@ -103,6 +106,7 @@ const FencedPlans *keep_plans(const PlanShape &shape, SPIPlanPtr update, SPIPlan
 	entry->columns = columns;
 	entry->plans.update = update;
 	entry->plans.probe = probe;
+	entry->plans.users = 0;
 	return &entry->plans;
 }
 

@@ -29,15 +29,19 @@ struct PlanShape {
 struct FencedPlans {
 	SPIPlanPtr update;
 	SPIPlanPtr probe;
+	int users; /* calls running them now: a nested call must not free them */
 };
 
 /*
  * The cached plans of `shape`, or nullptr when there are none or the table
  * changed since they were prepared.
  */
-const FencedPlans *find_plans(const PlanShape &shape);
+FencedPlans *find_plans(const PlanShape &shape);
 
-/* Keeps freshly prepared plans for `shape` (replacing older ones) and returns them. */
-const FencedPlans *keep_plans(const PlanShape &shape, SPIPlanPtr update, SPIPlanPtr probe);
+/*
+ * Keeps freshly prepared plans for `shape`, replacing older ones, and returns
+ * them; nullptr (the plans are then not kept) while the older ones are in use.
+ */
+FencedPlans *keep_plans(const PlanShape &shape, SPIPlanPtr update, SPIPlanPtr probe);
 
 } // namespace fencing

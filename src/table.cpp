@@ -6,8 +6,12 @@
 extern "C" {
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
+#include "lib/stringinfo.h"
+#include "access/nbtree.h"
 #include "access/table.h"
 #include "catalog/pg_type.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 }
@@ -90,7 +94,8 @@ Relation open_primary_key(Relation rel)
 		                errmsg("relation \"%s\" has no primary key", RelationGetRelationName(rel)),
 		                errdetail("Fencing tokens are tracked per row, and rows are named by "
 		                          "their primary key."),
-		                errhint("Add a primary key to the table.")));
+		                errhint("Add a primary key to the table (DEFERRABLE ones do not count: a "
+		                        "deferred unique check does not wait for a concurrent delete).")));
 	return index_open(pk, AccessShareLock);
 }
 
@@ -114,3 +119,58 @@ int64 stored_token(Relation rel, HeapTuple tuple, AttrNumber token_attnum)
 }
 
 } // namespace fencing
+
+namespace {
+
+/*
+ * Do equal values of key column i always have the same text?  Deleted keys
+ * are remembered by their text, so a key like numeric (1.0 = 1.00) or citext
+ * could be re-inserted under another spelling.  btree's "equalimage" says
+ * equal means bitwise identical; numeric with a declared scale prints alike.
+ */
+bool canonical_key_column(Relation rel, Relation pk, int i)
+{
+	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), fencing::key_attnum(pk, i) - 1);
+	if (att->atttypid == NUMERICOID && att->atttypmod >= 0)
+		return true;
+	Oid type = pk->rd_opcintype[i];
+	Oid proc = get_opfamily_proc(pk->rd_opfamily[i], type, type, BTEQUALIMAGE_PROC);
+	return OidIsValid(proc) &&
+	       DatumGetBool(OidFunctionCall1Coll(proc, pk->rd_indcollation[i], ObjectIdGetDatum(type)));
+}
+
+} // namespace
+
+/*
+ * fencing.primary_key_columns(target): the quoted, comma-separated primary key
+ * columns of a table protect() may guard; errors if it has no usable key.
+ */
+FENCING_FUNCTION(primary_key_columns)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
+	Relation rel = relation_open(PG_GETARG_OID(0), AccessShareLock);
+	Relation pk = fencing::open_primary_key(rel);
+	StringInfoData columns;
+	initStringInfo(&columns);
+	for (int i = 0; i < fencing::key_count(pk); i++) {
+		Form_pg_attribute att =
+		    TupleDescAttr(RelationGetDescr(rel), fencing::key_attnum(pk, i) - 1);
+		if (!canonical_key_column(rel, pk, i))
+			ereport(ERROR,
+			        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			         errmsg("primary key column \"%s\" of relation \"%s\" has type %s, whose equal "
+			                "values can be written differently",
+			                NameStr(att->attname), RelationGetRelationName(rel),
+			                format_type_with_typemod(att->atttypid, att->atttypmod)),
+			         errdetail("The guard remembers deleted keys by their text, so a stale holder "
+			                   "could re-insert such a key spelled another way."),
+			         errhint("Use a key type whose equal values print alike: integers, text or "
+			                 "varchar with a deterministic collation, uuid, date, timestamp, or "
+			                 "numeric with a declared scale.")));
+		appendStringInfo(&columns, "%s%s", i > 0 ? ", " : "", quote_identifier(NameStr(att->attname)));
+	}
+	index_close(pk, AccessShareLock);
+	relation_close(rel, AccessShareLock);
+	PG_RETURN_TEXT_P(cstring_to_text(columns.data));
+}
