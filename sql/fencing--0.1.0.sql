@@ -186,22 +186,34 @@ LANGUAGE C VOLATILE;
 
 -- Tokens of every grant, for every resource.  A sequence, because it does not
 -- roll back with the transaction that used it: a token is never issued twice.
+-- It starts at the current time in milliseconds, so that tokens stay above
+-- those of an earlier installation that was dropped and created again.
 CREATE SEQUENCE fencing.token_seq;
+SELECT pg_catalog.setval('fencing.token_seq',
+                         (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint);
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_seq', '');
 REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
 
--- One row per resource: its current (or last) lease and its fence mark.
+-- One row per resource: its current (or last) lease.
 CREATE TABLE fencing.resources (
 	resource text PRIMARY KEY CHECK (resource <> ''),
 	holder text,
 	token bigint,
 	granted_at timestamptz,
 	expires_at timestamptz,
-	released boolean NOT NULL DEFAULT false,
-	fence_token bigint NOT NULL DEFAULT 0
+	released boolean NOT NULL DEFAULT false
 );
 SELECT pg_catalog.pg_extension_config_dump('fencing.resources', '');
 REVOKE ALL ON fencing.resources FROM PUBLIC;
+
+-- One row per fenced resource: its high-water mark.  Apart from the leases, so
+-- that a transaction holding a fence does not block renew() and acquire().
+CREATE TABLE fencing.fences (
+	resource text PRIMARY KEY CHECK (resource <> ''),
+	token bigint NOT NULL CHECK (token > 0)
+);
+SELECT pg_catalog.pg_extension_config_dump('fencing.fences', '');
+REVOKE ALL ON fencing.fences FROM PUBLIC;
 
 -- Leases as users see them; live is judged by the server's clock now.
 CREATE VIEW fencing.leases AS

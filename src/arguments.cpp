@@ -33,7 +33,11 @@ Datum require_ttl(FunctionCallInfo fcinfo, int arg)
 	Datum year = DirectFunctionCall3(interval_in, CStringGetDatum("1 year"),
 	                                 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 	const char *text = DatumGetCString(DirectFunctionCall1(interval_out, ttl));
-	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, ttl, zero)) <= 0)
+	/* Months and days make the sign of '1 month -29 days' depend on the date: ask the clock. */
+	Datum now = TimestampTzGetDatum(GetCurrentTimestamp());
+	Datum expiry = DirectFunctionCall2(timestamptz_pl_interval, now, ttl);
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, ttl, zero)) <= 0 ||
+	    DatumGetTimestampTz(expiry) <= DatumGetTimestampTz(now))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("ttl must be positive, got \"%s\"", text)));
 	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, ttl, year)) > 0)

@@ -27,16 +27,15 @@ FENCING_FUNCTION(fence)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "fencing: SPI_connect failed");
-	Resource r = lock_resource(resource);
-	if (!token_accepts(Mode::monotonic, r.fence_mark, token))
-		report_stale_resource(resource, token, r.fence_mark);
+	int64 mark = lock_fence(resource);
+	if (!token_accepts(Mode::monotonic, mark, token))
+		report_stale_resource(resource, token, mark);
 	Oid types[2] = {TEXTOID, INT8OID};
 	SPIPlanPtr plan = kept_plan(&advance_plan,
-	                            "UPDATE fencing.resources SET fence_token = $2 WHERE resource = $1",
-	                            2, types);
+	                            "UPDATE fencing.fences SET token = $2 WHERE resource = $1", 2, types);
 	Datum values[2] = {CStringGetTextDatum(resource), Int64GetDatum(token)};
 	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
 	SPI_finish();
 	require_durable_commit();
-	PG_RETURN_INT64(r.fence_mark);
+	PG_RETURN_INT64(mark);
 }

@@ -54,12 +54,12 @@ FENCING_FUNCTION(acquire)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "fencing: SPI_connect failed");
-	Resource r = lock_resource(resource);
-	if (r.live) {
+	Lease lease = lock_lease(resource);
+	if (lease.live) {
 		SPI_finish();
 		PG_RETURN_NULL();
 	}
-	int64 token = issue_token(r.token > r.fence_mark ? r.token : r.fence_mark);
+	int64 token = issue_token(lease.token);
 	Oid types[4] = {TEXTOID, TEXTOID, INT8OID, INTERVALOID};
 	SPIPlanPtr plan = kept_plan(&grant_plan,
 	                            "UPDATE fencing.resources"

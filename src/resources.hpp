@@ -1,7 +1,7 @@
 /*
- * fencing.resources: one row per resource, holding its current lease and its
- * fence high-water mark.  Written only by the extension's SECURITY DEFINER
- * functions.
+ * Rows of the lease manager, one per resource: fencing.resources (its lease)
+ * and fencing.fences (its fence mark).  Written only by the extension's
+ * SECURITY DEFINER functions.
  */
 #pragma once
 
@@ -9,15 +9,16 @@
 
 namespace fencing {
 
-/* A resource's row, locked FOR UPDATE until the transaction ends. */
-struct Resource {
-	bool leased;      /* a lease was ever granted */
-	bool live;        /* that lease is neither released nor expired (server clock, now) */
-	int64 token;      /* its token, or 0 */
-	int64 fence_mark; /* high-water mark of fence(), or 0 */
+/* A resource's lease row, locked FOR UPDATE until the transaction ends. */
+struct Lease {
+	bool live;   /* granted, neither released nor expired (server clock, now) */
+	int64 token; /* token of the last grant, or 0 */
 };
 
-/* Locks the resource's row, creating it if needed. Call inside SPI_connect. */
-Resource lock_resource(const char *resource);
+/* Locks the resource's lease row, creating it if needed. Call inside SPI_connect. */
+Lease lock_lease(const char *resource);
+
+/* Locks the resource's fence row, creating it if needed; returns its mark (0 if new). */
+int64 lock_fence(const char *resource);
 
 } // namespace fencing

@@ -52,16 +52,55 @@ XLogRecPtr sequence_lsn(Oid sequence)
 	return lsn;
 }
 
-/* Has every synchronous standby flushed `lsn` (or is there none to wait for)? */
+/*
+ * Has every synchronous standby flushed `lsn` (or is there none to wait for)?
+ * Until the checkpointer has read synchronous_standby_names, go by this
+ * backend's own value of it, as SyncRepWaitForLSN() does.
+ */
 bool standbys_have(XLogRecPtr lsn)
 {
 	if (!SyncRepRequested())
 		return true;
 	LWLockAcquire(SyncRepLock, LW_SHARED);
-	bool defined = (WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) != 0;
+	bits8 status = WalSndCtl->sync_standbys_status;
+	bool defined = (status & SYNC_STANDBY_INIT)
+	                   ? (status & SYNC_STANDBY_DEFINED) != 0
+	                   : SyncRepStandbyNames != nullptr && SyncRepStandbyNames[0] != '\0';
 	bool flushed = WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH] >= lsn;
 	LWLockRelease(SyncRepLock);
 	return !defined || flushed;
+}
+
+/* Set when this transaction used the lease manager: its commit must be durable. */
+bool durable_commit = false;
+
+/*
+ * Just before commit, whatever the transaction set since: synchronous_commit
+ * back to 'on' (flush, and wait for the synchronous standbys) and a forced
+ * local flush.
+ */
+void enforce_durable_commit(XactEvent event, void *)
+{
+	switch (event) {
+	case XACT_EVENT_PRE_COMMIT:
+	case XACT_EVENT_PRE_PREPARE:
+		if (durable_commit) {
+			if (synchronous_commit < SYNCHRONOUS_COMMIT_ON)
+				(void) set_config_option("synchronous_commit", "on", PGC_USERSET,
+				                         PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
+			ForceSyncCommit();
+		}
+		break;
+	case XACT_EVENT_COMMIT:
+	case XACT_EVENT_ABORT:
+	case XACT_EVENT_PREPARE:
+	case XACT_EVENT_PARALLEL_COMMIT:
+	case XACT_EVENT_PARALLEL_ABORT:
+		durable_commit = false;
+		break;
+	default:
+		break;
+	}
 }
 
 /* Flushes `lsn` and waits for the synchronous standbys; errors if the wait was cut short. */
@@ -69,7 +108,10 @@ void make_durable(XLogRecPtr lsn)
 {
 	XLogFlush(lsn);
 	require_durable_commit();
+	/* As at commit: cancel and die end the wait themselves, checked below. */
+	HOLD_INTERRUPTS();
 	SyncRepWaitForLSN(lsn, false);
+	RESUME_INTERRUPTS();
 	/* A cancel or shutdown ends the wait with a WARNING only: refuse the token then. */
 	if (!standbys_have(lsn))
 		ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED),
@@ -104,6 +146,13 @@ int64 issue_token(int64 floor)
 
 void require_durable_commit()
 {
+	static bool registered = false;
+	if (!registered) {
+		RegisterXactCallback(enforce_durable_commit, nullptr);
+		registered = true;
+	}
+	durable_commit = true;
+	/* Also now, so that the wait for the standbys in make_durable() happens. */
 	if (synchronous_commit < SYNCHRONOUS_COMMIT_ON)
 		(void) set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
 		                         GUC_ACTION_LOCAL, true, 0, false);

@@ -9,7 +9,8 @@
 namespace fencing {
 
 /*
- * A new token greater than `floor`, taken from the sequence fencing.token_seq
+ * A new token greater than `floor` (the resource's last token, in case the
+ * sequence was ever set back), taken from the sequence fencing.token_seq
  * (a sequence does not roll back with the transaction that used it) and made
  * durable - flushed locally and confirmed by the synchronous standbys - before
  * it is returned, whatever the caller's synchronous_commit.
@@ -17,9 +18,10 @@ namespace fencing {
 int64 issue_token(int64 floor);
 
 /*
- * Raises the current transaction's synchronous_commit to at least 'on'
- * (SET LOCAL), so that its commit is flushed and reaches the synchronous
- * standbys whatever the session asked for.
+ * Makes the current transaction's commit durable whatever the session asks
+ * for: flushed locally and confirmed by the synchronous standbys, as with
+ * synchronous_commit = on (enforced again just before commit, so a later
+ * SET LOCAL in the same transaction cannot undo it).
  */
 void require_durable_commit();
 

@@ -52,8 +52,8 @@ is($node->safe_psql('postgres',
 $values = join ',', map { "('$_->[1]', $_->[2])" } @fences;
 is($node->safe_psql('postgres',
 		"SELECT count(*) FROM (VALUES $values) a(resource, token)
-		 LEFT JOIN fencing.resources r USING (resource)
-		 WHERE r.fence_token IS NULL OR r.fence_token < a.token"),
+		 LEFT JOIN fencing.fences f USING (resource)
+		 WHERE f.token IS NULL OR f.token < a.token"),
 	'0', 'every acknowledged fence is present');
 
 # The high-water marks still reject the oldest holders.
