@@ -48,3 +48,8 @@ SHLIB_LINK = -lstdc++
 override with_llvm = no
 
 include $(PGXS)
+
+# Side-by-side benchmarks on a throwaway cluster (see test/bench/run --help).
+.PHONY: bench
+bench:
+	test/bench/run $(BENCH_OPTS)

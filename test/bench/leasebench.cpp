@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
 
 // The seed design: SET NX PX then INCR, {1, token} or {0, 0}.
@@ -207,7 +209,9 @@ int main(int argc, char **argv)
 	bool renew = o.op == "renew";
 	std::vector<std::unique_ptr<Client>> clients;
 	for (int c = 0; c < o.clients; c++) {
-		std::string resource = "bench:" + std::to_string(c);
+		// Each run its own resources, so that no lease of an earlier run is still live.
+		std::string resource = "bench:" + o.op + ":" + std::to_string(getpid()) + ":" +
+		                       std::to_string(c);
 		if (!o.pg.empty())
 			clients.push_back(std::make_unique<PgClient>(o.pg, resource, renew));
 		else
