@@ -21,6 +21,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -47,7 +48,7 @@ struct Call {
 	int64 token;
 	bool skip_stale;
 	Columns key; /* in primary key order */
-	const char *key_json;
+	Jsonb *key_json; /* the caller's key, for messages */
 	Columns changes;
 };
 
@@ -71,17 +72,49 @@ char *json_text(const JsonbValue &v)
 	return nullptr;
 }
 
+/* A type's input function, looked up once per backend (types do not change their I/O). */
+struct TypeInput {
+	Oid type;
+	Oid ioparam;
+	FmgrInfo input;
+};
+
+const TypeInput *type_input(Oid type)
+{
+	static HTAB *cache = nullptr;
+	if (cache == nullptr) {
+		HASHCTL ctl;
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(TypeInput);
+		ctl.hcxt = TopMemoryContext;
+		cache = hash_create("fencing type input functions", 32, &ctl,
+		                    HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	bool found;
+	auto *entry = static_cast<TypeInput *>(hash_search(cache, &type, HASH_FIND, &found));
+	if (entry != nullptr)
+		return entry;
+	Oid input, ioparam;
+	getTypeInputInfo(type, &input, &ioparam);
+	FmgrInfo info;
+	fmgr_info_cxt(input, &info, TopMemoryContext);
+	entry = static_cast<TypeInput *>(hash_search(cache, &type, HASH_ENTER, &found));
+	entry->ioparam = ioparam;
+	entry->input = info;
+	return entry;
+}
+
 /* Converts `text` with the column's input function; a bad value names the column. */
 Datum column_value(Relation rel, AttrNumber attnum, const char *text)
 {
 	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
-	Oid input, ioparam;
-	getTypeInputInfo(att->atttypid, &input, &ioparam);
+	const TypeInput *in = type_input(att->atttypid);
 	MemoryContext context = CurrentMemoryContext;
 	volatile Datum value = 0;
 	PG_TRY();
 	{
-		value = OidInputFunctionCall(input, const_cast<char *>(text), ioparam, att->atttypmod);
+		value = InputFunctionCall(const_cast<FmgrInfo *>(&in->input), const_cast<char *>(text),
+		                          in->ioparam, att->atttypmod);
 	}
 	PG_CATCH();
 	{
@@ -366,7 +399,7 @@ const char *describe_call_key(const Call &call)
 {
 	bool isnull[INDEX_MAX_KEYS] = {false};
 	const char *text = describe_key(call.pk, call.key.values, isnull);
-	return text ? text : call.key_json;
+	return text ? text : JsonbToCString(nullptr, &call.key_json->root, VARSIZE(call.key_json));
 }
 
 /*
@@ -423,7 +456,7 @@ FENCING_FUNCTION(fenced_update)
 	check_update_privilege(PG_GETARG_OID(0));
 	open_target(&call, PG_GETARG_OID(0));
 	Jsonb *key = PG_GETARG_JSONB_P(1);
-	call.key_json = JsonbToCString(nullptr, &key->root, VARSIZE(key));
+	call.key_json = key;
 	parse_key(&call, key);
 	parse_changes(&call, PG_GETARG_JSONB_P(3));
 

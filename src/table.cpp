@@ -63,12 +63,18 @@ void fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence)
 /* Is `trigger` the guard installed by fencing.protect()? */
 static bool is_guard(const Trigger *trigger)
 {
+	static Oid guard_oid = InvalidOid; /* the last function found to be fencing.guard */
 	if (strcmp(trigger->tgname, guard_trigger_name) != 0)
 		return false;
+	if (trigger->tgfoid == guard_oid)
+		return true;
 	char *name = get_func_name(trigger->tgfoid);
 	char *schema = get_namespace_name(get_func_namespace(trigger->tgfoid));
-	return name != nullptr && schema != nullptr && strcmp(name, "guard") == 0 &&
-	       strcmp(schema, "fencing") == 0;
+	bool guard = name != nullptr && schema != nullptr && strcmp(name, "guard") == 0 &&
+	             strcmp(schema, "fencing") == 0;
+	if (guard)
+		guard_oid = trigger->tgfoid;
+	return guard;
 }
 
 void fence_of_table(Relation rel, TableFence *fence)
