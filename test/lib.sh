@@ -14,7 +14,9 @@ say() { printf '== %s\n' "$*" >&2; }
 ensure_dependencies() {
 	local need=()
 	[ -f /usr/include/postgresql/15/server/postgres.h ] || need+=(postgresql-server-dev-15)
-	dpkg -s libipc-run-perl >/dev/null 2>&1 || need+=(libipc-run-perl)
+	for pkg in libipc-run-perl libpq-dev libhiredis-dev redis-server; do
+		dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+	done
 	command -v g++ >/dev/null || need+=(g++)
 	command -v make >/dev/null || need+=(make)
 	if [ ${#need[@]} -gt 0 ]; then
@@ -80,4 +82,11 @@ run_tap() {
 			PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress \
 			prove -I /usr/lib/postgresql/15/lib/pgxs/src/test/perl -I t "$@"
 	)
+}
+
+# Builds the worker harness (test/harness/harness.cpp, libpq + hiredis).
+build_harness() {
+	HARNESS="$FENCING_TMP/fencing-harness"
+	g++ -std=c++17 -O2 -Wall -Wextra -Werror -I/usr/include/postgresql -o "$HARNESS" \
+		"$ROOT/test/harness/harness.cpp" -lpq -lhiredis -pthread
 }
