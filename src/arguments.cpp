@@ -9,17 +9,18 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
 char *require_name(FunctionCallInfo fcinfo, int arg, const char *what)
 {
 	if (PG_ARGISNULL(arg))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-		                errmsg("%s must not be null", what)));
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", what)));
 	char *value = text_to_cstring(PG_GETARG_TEXT_PP(arg));
 	if (value[0] == '\0')
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-		                errmsg("%s must not be empty", what)));
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must not be empty", what)));
 	return value;
 }
 
@@ -28,8 +29,8 @@ Datum require_ttl(FunctionCallInfo fcinfo, int arg)
 	if (PG_ARGISNULL(arg))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("ttl must not be null")));
 	Datum ttl = PG_GETARG_DATUM(arg);
-	Datum zero = DirectFunctionCall3(interval_in, CStringGetDatum("0"), ObjectIdGetDatum(InvalidOid),
-	                                 Int32GetDatum(-1));
+	Datum zero = DirectFunctionCall3(interval_in, CStringGetDatum("0"),
+	                                 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 	Datum year = DirectFunctionCall3(interval_in, CStringGetDatum("1 year"),
 	                                 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 	const char *text = DatumGetCString(DirectFunctionCall1(interval_out, ttl));

@@ -5,7 +5,8 @@
 
 #include "boundary.hpp"
 
-namespace fencing {
+namespace fencing
+{
 
 /* A non-empty text argument (resource, holder), as a C string. */
 char *require_name(FunctionCallInfo fcinfo, int arg, const char *what);

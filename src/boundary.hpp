@@ -19,7 +19,8 @@ extern "C" {
 
 #include <exception>
 
-namespace fencing {
+namespace fencing
+{
 
 /* Runs body(); a C++ exception becomes an ERROR once the catch block is left. */
 template <typename Body> Datum guarded(const char *where, Body body)

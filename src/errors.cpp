@@ -8,7 +8,8 @@ extern "C" {
 #include "utils/lsyscache.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
 char *relation_display_name(Relation rel)
 {
@@ -23,15 +24,15 @@ char *relation_display_name(Relation rel)
 [[noreturn]] static void stale(Relation rel, const char *target, const char *subject, Mode mode,
                                int64 presented, int64 stored)
 {
-	ereport(ERROR,
-	        (errcode(ERRCODE_FENCING_STALE_TOKEN),
-	         errmsg("stale fencing token " INT64_FORMAT " for %s", presented, target),
-	         errdetail("%s: presented token " INT64_FORMAT ", stored token " INT64_FORMAT
-	                   " (%s mode).",
-	                   subject, presented, stored, mode_name(mode)),
-	         errhint("A newer lock holder has taken over: stop, roll back, and acquire the lock "
-	                 "again for a new token."),
-	         rel ? errtable(rel) : 0));
+	ereport(
+	    ERROR,
+	    (errcode(ERRCODE_FENCING_STALE_TOKEN),
+	     errmsg("stale fencing token " INT64_FORMAT " for %s", presented, target),
+	     errdetail("%s: presented token " INT64_FORMAT ", stored token " INT64_FORMAT " (%s mode).",
+	               subject, presented, stored, mode_name(mode)),
+	     errhint("A newer lock holder has taken over: stop, roll back, and acquire the lock "
+	             "again for a new token."),
+	     rel ? errtable(rel) : 0));
 	pg_unreachable();
 }
 

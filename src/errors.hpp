@@ -14,7 +14,8 @@ extern "C" {
 /* FN002: a write to a protected table carries no token. */
 #define ERRCODE_FENCING_MISSING_TOKEN MAKE_SQLSTATE('F', 'N', '0', '0', '2')
 
-namespace fencing {
+namespace fencing
+{
 
 /*
  * Raises FN001 for a write to `rel` (key described by `key`, may be NULL when

@@ -16,7 +16,8 @@ extern "C" {
 
 using namespace fencing;
 
-namespace {
+namespace
+{
 SPIPlanPtr advance_plan = nullptr;
 }
 
@@ -31,8 +32,8 @@ FENCING_FUNCTION(fence)
 	if (!token_accepts(Mode::monotonic, mark, token))
 		report_stale_resource(resource, token, mark);
 	Oid types[2] = {TEXTOID, INT8OID};
-	SPIPlanPtr plan = kept_plan(&advance_plan,
-	                            "UPDATE fencing.fences SET token = $2 WHERE resource = $1", 2, types);
+	SPIPlanPtr plan = kept_plan(
+	    &advance_plan, "UPDATE fencing.fences SET token = $2 WHERE resource = $1", 2, types);
 	Datum values[2] = {CStringGetTextDatum(resource), Int64GetDatum(token)};
 	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
 	SPI_finish();

@@ -30,7 +30,8 @@ extern "C" {
 
 using namespace fencing;
 
-namespace {
+namespace
+{
 
 /* A JSON object's members, matched to columns and converted to their types. */
 struct Columns {
@@ -47,7 +48,7 @@ struct Call {
 	TableFence fence;
 	int64 token;
 	bool skip_stale;
-	Columns key; /* in primary key order */
+	Columns key;     /* in primary key order */
 	Jsonb *key_json; /* the caller's key, for messages */
 	Columns changes;
 };
@@ -123,8 +124,7 @@ Datum column_value(Relation rel, AttrNumber attnum, const char *text)
 		FlushErrorState();
 		ereport(ERROR, (errcode(error->sqlerrcode),
 		                errmsg("invalid value for column \"%s\" of relation \"%s\": %s",
-		                       NameStr(att->attname), RelationGetRelationName(rel),
-		                       error->message),
+		                       NameStr(att->attname), RelationGetRelationName(rel), error->message),
 		                error->detail ? errdetail("%s", error->detail) : 0));
 	}
 	PG_END_TRY();
@@ -206,13 +206,12 @@ void parse_key(Call *call, Jsonb *json)
 	}
 	for (int i = 0; i < nkeys; i++)
 		if (call->key.attnums[i] == InvalidAttrNumber)
-			ereport(ERROR,
-			        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			         errmsg("key must name every primary key column of relation \"%s\"",
-			                RelationGetRelationName(call->rel)),
-			         errdetail("Primary key column \"%s\" is missing.",
-			                   get_attname(RelationGetRelid(call->rel), key_attnum(call->pk, i),
-			                               false))));
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			                errmsg("key must name every primary key column of relation \"%s\"",
+			                       RelationGetRelationName(call->rel)),
+			                errdetail("Primary key column \"%s\" is missing.",
+			                          get_attname(RelationGetRelid(call->rel),
+			                                      key_attnum(call->pk, i), false))));
 }
 
 /* `changes`: any columns but the token column and the key. */
@@ -225,10 +224,10 @@ void parse_changes(Call *call, Jsonb *json)
 	for (int i = 0; i < n; i++) {
 		AttrNumber attnum = named_column(call->rel, names[i]);
 		if (attnum == call->fence.token_attnum)
-			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			                errmsg("changes must not name the fencing token column \"%s\"",
-			                       names[i]),
-			                errhint("Pass the token as the token argument.")));
+			ereport(ERROR,
+			        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			         errmsg("changes must not name the fencing token column \"%s\"", names[i]),
+			         errhint("Pass the token as the token argument.")));
 		if (key_position(call->pk, attnum) >= 0)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			                errmsg("changes must not name primary key column \"%s\"", names[i]),
@@ -256,9 +255,10 @@ const char *qualified_operator(Oid op)
 	HeapTuple tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(op));
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "fencing: cache lookup failed for operator %u", op);
-	Form_pg_operator form = (Form_pg_operator) GETSTRUCT(tuple);
-	char *text = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(form->oprnamespace)),
-	                      NameStr(form->oprname));
+	Form_pg_operator form = (Form_pg_operator)GETSTRUCT(tuple);
+	char *text =
+	    psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(form->oprnamespace)),
+	             NameStr(form->oprname));
 	ReleaseSysCache(tuple);
 	return text;
 }
@@ -294,8 +294,7 @@ void prepare_plans(const Call &call, SPIPlanPtr *update, SPIPlanPtr *probe)
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "UPDATE %s%s SET ", only, table);
 	for (int i = 0; i < nchanges; i++) {
-		appendStringInfo(&sql, "%s = $%d, ", column_name(call.rel, call.changes.attnums[i]),
-		                 i + 1);
+		appendStringInfo(&sql, "%s = $%d, ", column_name(call.rel, call.changes.attnums[i]), i + 1);
 		types[i] = column_type(call.rel, call.changes.attnums[i]);
 	}
 	int token_param = nchanges + 1;
@@ -328,10 +327,13 @@ FencedPlans *plans_for(const Call &call, FencedPlans *local)
 	int ncolumns = call.key.count + call.changes.count;
 	AttrNumber *columns = static_cast<AttrNumber *>(palloc(sizeof(AttrNumber) * ncolumns));
 	memcpy(columns, call.key.attnums, sizeof(AttrNumber) * call.key.count);
-	memcpy(columns + call.key.count, call.changes.attnums,
-	       sizeof(AttrNumber) * call.changes.count);
-	PlanShape shape{RelationGetRelid(call.rel), call.fence.token_attnum,
-	                call.fence.mode == Mode::strict, call.key.count, call.changes.count, columns};
+	memcpy(columns + call.key.count, call.changes.attnums, sizeof(AttrNumber) * call.changes.count);
+	PlanShape shape{RelationGetRelid(call.rel),
+	                call.fence.token_attnum,
+	                call.fence.mode == Mode::strict,
+	                call.key.count,
+	                call.changes.count,
+	                columns};
 	FencedPlans *plans = find_plans(shape);
 	if (plans == nullptr) {
 		SPIPlanPtr update, probe;
@@ -380,7 +382,7 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 		 * row security policy skipped it.
 		 */
 		return token_accepts(call.fence.mode, *stored, call.token) ? Outcome::skipped
-		                                                            : Outcome::stale;
+		                                                           : Outcome::stale;
 	}
 	bool isnull[INDEX_MAX_KEYS];
 	for (int i = 0; i < nkeys; i++)
@@ -435,12 +437,13 @@ void open_target(Call *call, Oid relid)
 FENCING_FUNCTION(fenced_update)
 {
 	if (PG_ARGISNULL(0))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
 	if (PG_ARGISNULL(1))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("key must not be null")));
 	if (PG_ARGISNULL(3))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-		                errmsg("changes must not be null"), errhint("Pass '{}' for no changes.")));
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("changes must not be null"),
+		                errhint("Pass '{}' for no changes.")));
 	if (PG_ARGISNULL(4))
 		ereport(ERROR,
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("on_stale must not be null")));
@@ -483,13 +486,13 @@ FENCING_FUNCTION(fenced_update)
 	if (outcome == Outcome::stale && !call.skip_stale)
 		report_stale(call.rel, describe_call_key(call), call.fence.mode, call.token, stored);
 	if (outcome == Outcome::skipped)
-		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		                errmsg("row with key %s in relation \"%s\" accepts token " INT64_FORMAT
-		                       " but was not updated",
-		                       describe_call_key(call), RelationGetRelationName(call.rel),
-		                       call.token),
-		                errhint("A BEFORE UPDATE trigger returned NULL for it, or a row-level "
-		                        "security policy for UPDATE hides it.")));
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("row with key %s in relation \"%s\" accepts token " INT64_FORMAT
+		                " but was not updated",
+		                describe_call_key(call), RelationGetRelationName(call.rel), call.token),
+		         errhint("A BEFORE UPDATE trigger returned NULL for it, or a row-level "
+		                 "security policy for UPDATE hides it.")));
 	if (outcome == Outcome::missing)
 		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
 		                errmsg("no row with key %s in relation \"%s\"", describe_call_key(call),

@@ -28,7 +28,8 @@ extern "C" {
 
 using namespace fencing;
 
-namespace {
+namespace
+{
 
 /* What one firing needs: the trigger data and the table's settings. */
 struct Write {
@@ -62,9 +63,9 @@ void remember_update(Relation rel, HeapTuple row, int64 token)
 /* The token of the UPDATE that is moving `row` out of `rel`, if that is what this DELETE is. */
 bool moving_update_token(Relation rel, HeapTuple row, int64 *token)
 {
-	if (last_update.xact != MyProc->lxid ||
-	    last_update.subxact != GetCurrentSubTransactionId() ||
-	    last_update.relid != RelationGetRelid(rel) || !ItemPointerEquals(&last_update.row, &row->t_self))
+	if (last_update.xact != MyProc->lxid || last_update.subxact != GetCurrentSubTransactionId() ||
+	    last_update.relid != RelationGetRelid(rel) ||
+	    !ItemPointerEquals(&last_update.row, &row->t_self))
 		return false;
 	*token = last_update.token;
 	last_update.relid = InvalidOid;
@@ -170,8 +171,7 @@ bool same_key(Relation rel, HeapTuple a, HeapTuple b)
 {
 	MarkKey ka = row_mark_key(rel, a);
 	MarkKey kb = row_mark_key(rel, b);
-	return ARR_SIZE(ka.key) == ARR_SIZE(kb.key) &&
-	       memcmp(ka.key, kb.key, ARR_SIZE(ka.key)) == 0;
+	return ARR_SIZE(ka.key) == ARR_SIZE(kb.key) && memcmp(ka.key, kb.key, ARR_SIZE(ka.key)) == 0;
 }
 
 Datum guard_update(const Write &w)

@@ -16,7 +16,8 @@ extern "C" {
 
 using namespace fencing;
 
-namespace {
+namespace
+{
 
 SPIPlanPtr grant_plan = nullptr;
 SPIPlanPtr renew_plan = nullptr;
@@ -33,9 +34,8 @@ bool update_held_lease(SPIPlanPtr *cache, const char *set, Datum *values, int na
 	Oid types[4] = {TEXTOID, TEXTOID, INT8OID, INTERVALOID};
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "fencing: SPI_connect failed");
-	SPIPlanPtr plan =
-	    kept_plan(cache, psprintf("UPDATE fencing.resources SET %s%s", set, held_lease), nargs,
-	              types);
+	SPIPlanPtr plan = kept_plan(
+	    cache, psprintf("UPDATE fencing.resources SET %s%s", set, held_lease), nargs, types);
 	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
 	bool held = SPI_processed == 1;
 	SPI_finish();
@@ -85,9 +85,8 @@ FENCING_FUNCTION(renew)
 	Datum ttl = require_ttl(fcinfo, 3);
 	Datum values[4] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
 	                   Int64GetDatum(token), ttl};
-	PG_RETURN_BOOL(update_held_lease(&renew_plan,
-	                                 "expires_at = pg_catalog.clock_timestamp() + $4", values,
-	                                 4));
+	PG_RETURN_BOOL(update_held_lease(&renew_plan, "expires_at = pg_catalog.clock_timestamp() + $4",
+	                                 values, 4));
 }
 
 /* release(resource, holder, token): ends a live lease; false if it was lost. */

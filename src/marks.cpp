@@ -18,9 +18,11 @@ extern "C" {
 #include "utils/syscache.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
-namespace {
+namespace
+{
 
 SPIPlanPtr find_plan = nullptr;
 SPIPlanPtr record_plan = nullptr;
@@ -33,7 +35,7 @@ Oid marks_owner()
 	HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "fencing: table fencing.deleted_keys is missing");
-	Oid owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	Oid owner = ((Form_pg_class)GETSTRUCT(tuple))->relowner;
 	ReleaseSysCache(tuple);
 	return owner;
 }
@@ -51,11 +53,10 @@ int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datu
 	int save_context;
 	GetUserIdAndSecContext(&save_user, &save_context);
 	SetUserIdAndSecContext(marks_owner(), save_context | SECURITY_LOCAL_USERID_CHANGE |
-	                                          SECURITY_RESTRICTED_OPERATION |
-	                                          SECURITY_NOFORCE_RLS);
+	                                          SECURITY_RESTRICTED_OPERATION | SECURITY_NOFORCE_RLS);
 	SPIPlanPtr plan = kept_plan(cache, sql, nargs, types);
-	int rc = SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only,
-	                              false, 1);
+	int rc =
+	    SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only, false, 1);
 	SetUserIdAndSecContext(save_user, save_context);
 	return rc;
 }
@@ -88,12 +89,14 @@ bool style_free(Oid type)
 int use_canonical_styles()
 {
 	int level = NewGUCNestLevel();
-	const char *settings[][2] = {{"datestyle", "ISO, YMD"},  {"intervalstyle", "postgres"},
-	                             {"timezone", "UTC"},        {"extra_float_digits", "3"},
+	const char *settings[][2] = {{"datestyle", "ISO, YMD"},
+	                             {"intervalstyle", "postgres"},
+	                             {"timezone", "UTC"},
+	                             {"extra_float_digits", "3"},
 	                             {"bytea_output", "hex"}};
 	for (auto &setting : settings)
-		(void) set_config_option(setting[0], setting[1], PGC_USERSET, PGC_S_SESSION,
-		                         GUC_ACTION_SAVE, true, 0, false);
+		(void)set_config_option(setting[0], setting[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+		                        true, 0, false);
 	return level;
 }
 
@@ -142,13 +145,12 @@ bool find_mark(const MarkKey &key, int64 *mark)
 	                      " AND key OPERATOR(pg_catalog.=) $2",
 	                      2, types, values, GetLatestSnapshot(), true);
 	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading fencing.deleted_keys failed: %s",
-		     SPI_result_code_string(rc));
+		elog(ERROR, "fencing: reading fencing.deleted_keys failed: %s", SPI_result_code_string(rc));
 	bool found = SPI_processed > 0;
 	if (found) {
 		bool isnull;
-		*mark = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-		                                    &isnull));
+		*mark =
+		    DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
 	SPI_finish();
 	return found;
@@ -159,8 +161,7 @@ void record_mark(const MarkKey &key, int64 token)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "fencing: SPI_connect failed");
 	Oid types[3] = {REGCLASSOID, TEXTARRAYOID, INT8OID};
-	Datum values[3] = {ObjectIdGetDatum(key.relid), PointerGetDatum(key.key),
-	                   Int64GetDatum(token)};
+	Datum values[3] = {ObjectIdGetDatum(key.relid), PointerGetDatum(key.key), Int64GetDatum(token)};
 	int rc = run_as_owner(&record_plan,
 	                      "INSERT INTO fencing.deleted_keys (relid, key, token)"
 	                      " VALUES ($1, $2, $3) ON CONFLICT (relid, key) DO UPDATE"
@@ -168,8 +169,7 @@ void record_mark(const MarkKey &key, int64 token)
 	                      " WHERE fencing.token_accepts(deleted_keys.token, EXCLUDED.token, false)",
 	                      3, types, values, InvalidSnapshot, false);
 	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "fencing: writing fencing.deleted_keys failed: %s",
-		     SPI_result_code_string(rc));
+		elog(ERROR, "fencing: writing fencing.deleted_keys failed: %s", SPI_result_code_string(rc));
 	SPI_finish();
 }
 

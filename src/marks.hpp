@@ -12,7 +12,8 @@ extern "C" {
 #include "utils/rel.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
 /* A key as the marks table stores it: the relation (the partition root) and the key's text. */
 struct MarkKey {

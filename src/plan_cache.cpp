@@ -11,9 +11,11 @@ extern "C" {
 #include "utils/memutils.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
-namespace {
+namespace
+{
 
 struct Key {
 	Oid relid;

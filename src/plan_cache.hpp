@@ -13,7 +13,8 @@ extern "C" {
 #include "executor/spi.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
 /* What a fenced_update() statement looks like; its plans depend on nothing else. */
 struct PlanShape {

@@ -11,9 +11,11 @@ extern "C" {
 #include "utils/builtins.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
-namespace {
+namespace
+{
 
 /* The two statements that find-or-create and lock one row of one table. */
 struct RowLock {

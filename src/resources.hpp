@@ -7,7 +7,8 @@
 
 #include "boundary.hpp"
 
-namespace fencing {
+namespace fencing
+{
 
 /* A resource's lease row, locked FOR UPDATE until the transaction ends. */
 struct Lease {

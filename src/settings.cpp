@@ -11,7 +11,8 @@ PG_MODULE_MAGIC;
 void _PG_init(void);
 }
 
-namespace {
+namespace
+{
 
 char *token_text = nullptr;
 int64 token_value = 0; /* 0: not set */
@@ -25,7 +26,7 @@ bool check_token(char **newval, void **extra, GucSource)
 		char *end = nullptr;
 		errno = 0;
 		parsed = strtoi64(text, &end, 10);
-		while (end != nullptr && isspace((unsigned char) *end))
+		while (end != nullptr && isspace((unsigned char)*end))
 			end++;
 		if (errno != 0 || end == text || *end != '\0' || parsed <= 0) {
 			GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
@@ -42,11 +43,15 @@ bool check_token(char **newval, void **extra, GucSource)
 	return true;
 }
 
-void assign_token(const char *, void *extra) { token_value = *static_cast<int64 *>(extra); }
+void assign_token(const char *, void *extra)
+{
+	token_value = *static_cast<int64 *>(extra);
+}
 
 } // namespace
 
-namespace fencing {
+namespace fencing
+{
 
 bool session_token(int64 *token)
 {

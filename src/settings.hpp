@@ -5,7 +5,8 @@
 
 #include "boundary.hpp"
 
-namespace fencing {
+namespace fencing
+{
 
 /* The value of fencing.token, if it is set. */
 bool session_token(int64 *token);

@@ -3,7 +3,8 @@
  */
 #include "spi.hpp"
 
-namespace fencing {
+namespace fencing
+{
 
 SPIPlanPtr kept_plan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types)
 {

@@ -9,7 +9,8 @@ extern "C" {
 #include "executor/spi.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
 /*
  * The plan kept in *cache for `sql`, prepared now if there is none or the

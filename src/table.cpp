@@ -16,14 +16,15 @@ extern "C" {
 #include "utils/syscache.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
 AttrNumber user_column(Relation rel, const char *name)
 {
 	HeapTuple tuple = SearchSysCacheAttName(RelationGetRelid(rel), name);
 	if (!HeapTupleIsValid(tuple))
 		return InvalidAttrNumber;
-	Form_pg_attribute att = (Form_pg_attribute) GETSTRUCT(tuple);
+	Form_pg_attribute att = (Form_pg_attribute)GETSTRUCT(tuple);
 	AttrNumber attnum = att->attnum;
 	ReleaseSysCache(tuple);
 	return attnum > 0 ? attnum : InvalidAttrNumber;
@@ -126,7 +127,8 @@ int64 stored_token(Relation rel, HeapTuple tuple, AttrNumber token_attnum)
 
 } // namespace fencing
 
-namespace {
+namespace
+{
 
 /*
  * Do equal values of key column i always have the same text?  Deleted keys
@@ -154,7 +156,8 @@ bool canonical_key_column(Relation rel, Relation pk, int i)
 FENCING_FUNCTION(primary_key_columns)
 {
 	if (PG_ARGISNULL(0))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
 	Relation rel = relation_open(PG_GETARG_OID(0), AccessShareLock);
 	Relation pk = fencing::open_primary_key(rel);
 	StringInfoData columns;
@@ -174,7 +177,8 @@ FENCING_FUNCTION(primary_key_columns)
 			         errhint("Use a key type whose equal values print alike: integers, text or "
 			                 "varchar with a deterministic collation, uuid, date, timestamp, or "
 			                 "numeric with a declared scale.")));
-		appendStringInfo(&columns, "%s%s", i > 0 ? ", " : "", quote_identifier(NameStr(att->attname)));
+		appendStringInfo(&columns, "%s%s", i > 0 ? ", " : "",
+		                 quote_identifier(NameStr(att->attname)));
 	}
 	index_close(pk, AccessShareLock);
 	relation_close(rel, AccessShareLock);

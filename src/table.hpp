@@ -12,7 +12,8 @@ extern "C" {
 #include "utils/rel.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
 /* Name of the guard trigger that fencing.protect() installs. */
 constexpr const char *guard_trigger_name = "fencing_guard";
@@ -43,8 +44,14 @@ AttrNumber user_column(Relation rel, const char *name);
 Relation open_primary_key(Relation rel);
 
 /* Number of key columns and their attribute numbers in `rel`. */
-inline int key_count(Relation pk) { return pk->rd_index->indnkeyatts; }
-inline AttrNumber key_attnum(Relation pk, int i) { return pk->rd_index->indkey.values[i]; }
+inline int key_count(Relation pk)
+{
+	return pk->rd_index->indnkeyatts;
+}
+inline AttrNumber key_attnum(Relation pk, int i)
+{
+	return pk->rd_index->indkey.values[i];
+}
 
 /* Extracts a tuple's key values, in index column order. */
 void key_values(Relation rel, Relation pk, HeapTuple tuple, Datum *values, bool *isnull);

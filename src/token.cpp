@@ -7,7 +7,8 @@ extern "C" {
 #include "utils/errcodes.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
 bool parse_mode(const char *text, Mode *mode)
 {
@@ -23,9 +24,9 @@ bool parse_mode(const char *text, Mode *mode)
 int64 require_token(Datum value, bool isnull, const char *what)
 {
 	if (isnull)
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-		                errmsg("%s must not be null", what),
-		                errhint("Fencing tokens are positive bigint values.")));
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", what),
+		         errhint("Fencing tokens are positive bigint values.")));
 	int64 token = DatumGetInt64(value);
 	if (token <= 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),

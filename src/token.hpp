@@ -5,7 +5,8 @@
 
 #include "boundary.hpp"
 
-namespace fencing {
+namespace fencing
+{
 
 /* How a table (or a resource) accepts a token that equals the stored one. */
 enum class Mode { monotonic, strict };
@@ -23,7 +24,10 @@ inline bool token_accepts(Mode mode, int64 stored, int64 presented)
 /* Parses 'monotonic' or 'strict'; false for anything else. */
 bool parse_mode(const char *text, Mode *mode);
 
-inline const char *mode_name(Mode mode) { return mode == Mode::strict ? "strict" : "monotonic"; }
+inline const char *mode_name(Mode mode)
+{
+	return mode == Mode::strict ? "strict" : "monotonic";
+}
 
 /*
  * Checks a token argument: NULL raises 22004, zero or negative 22023.

@@ -25,9 +25,11 @@ extern "C" {
 #include "utils/lsyscache.h"
 }
 
-namespace fencing {
+namespace fencing
+{
 
-namespace {
+namespace
+{
 
 /* field4 of our advisory lock tag: "FN", distinct from pg_advisory_lock's 1 and 2. */
 constexpr uint16 lock_class = 0x464E;
@@ -86,8 +88,8 @@ void enforce_durable_commit(XactEvent event, void *)
 	case XACT_EVENT_PRE_PREPARE:
 		if (durable_commit) {
 			if (synchronous_commit < SYNCHRONOUS_COMMIT_ON)
-				(void) set_config_option("synchronous_commit", "on", PGC_USERSET,
-				                         PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
+				(void)set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
+				                        GUC_ACTION_LOCAL, true, 0, false);
 			ForceSyncCommit();
 		}
 		break;
@@ -128,11 +130,11 @@ int64 issue_token(int64 floor)
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, sequence, 0, lock_class);
 
 	/* Grants share the sequence; raising it above a floor excludes them, so it never moves back. */
-	(void) LockAcquire(&tag, ShareLock, false, false);
+	(void)LockAcquire(&tag, ShareLock, false, false);
 	int64 token = nextval_internal(sequence, false);
 	LockRelease(&tag, ShareLock, false);
 	if (token <= floor) {
-		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		(void)LockAcquire(&tag, ExclusiveLock, false, false);
 		token = nextval_internal(sequence, false);
 		if (token <= floor) {
 			DirectFunctionCall2(setval_oid, ObjectIdGetDatum(sequence), Int64GetDatum(floor));
@@ -154,8 +156,8 @@ void require_durable_commit()
 	durable_commit = true;
 	/* Also now, so that the wait for the standbys in make_durable() happens. */
 	if (synchronous_commit < SYNCHRONOUS_COMMIT_ON)
-		(void) set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
-		                         GUC_ACTION_LOCAL, true, 0, false);
+		(void)set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
+		                        GUC_ACTION_LOCAL, true, 0, false);
 }
 
 } // namespace fencing

@@ -6,7 +6,8 @@
 
 #include "boundary.hpp"
 
-namespace fencing {
+namespace fencing
+{
 
 /*
  * A new token greater than `floor` (the resource's last token, in case the

@@ -7,7 +7,8 @@
 //
 // Prints one line: "<ops per second> <operations>".
 
-#include <hiredis/hiredis.h>
+#include "../harness/redis_locks.hpp"
+
 #include <libpq-fe.h>
 
 #include <atomic>
@@ -23,15 +24,8 @@
 
 #include <unistd.h>
 
-namespace {
-
-// The seed design: SET NX PX then INCR, {1, token} or {0, 0}.
-const char *const acquire_lua = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then "
-                                "return {1, redis.call('INCR', KEYS[2])} else return {0, 0} end";
-const char *const renew_lua = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-                              "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
-const char *const release_lua = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-                                "return redis.call('DEL', KEYS[1]) else return 0 end";
+namespace
+{
 
 struct Options {
 	std::string pg, redis, op = "acquire-release";
@@ -46,13 +40,15 @@ struct Options {
 }
 
 // One client: a connection and the two calls of its operation.
-class Client {
+class Client
+{
   public:
 	virtual ~Client() = default;
 	virtual void operation() = 0; // one acquire+release pair, or one renew
 };
 
-class PgClient : public Client {
+class PgClient : public Client
+{
   public:
 	PgClient(const std::string &conninfo, const std::string &resource, bool renew)
 	    : conn_(PQconnectdb(conninfo.c_str()), PQfinish), resource_(resource), renew_(renew)
@@ -105,67 +101,44 @@ class PgClient : public Client {
 	bool renew_;
 };
 
-class RedisClient : public Client {
+class RedisClient : public Client
+{
   public:
 	RedisClient(const std::string &address, const std::string &resource, bool renew)
-	    : lock_("lock:" + resource), counter_("counter:" + resource), renew_(renew)
+	    : redis_(host_of(address), port_of(address)), resource_(resource), renew_(renew)
 	{
-		auto colon = address.rfind(':');
-		if (colon == std::string::npos)
-			fail("--redis takes HOST:PORT");
-		conn_.reset(redisConnect(address.substr(0, colon).c_str(),
-		                         std::atoi(address.c_str() + colon + 1)));
-		if (!conn_ || conn_->err)
-			fail(std::string("Redis: ") + (conn_ ? conn_->errstr : "cannot connect"));
-		acquire_sha_ = load(acquire_lua);
-		renew_sha_ = load(renew_lua);
-		release_sha_ = load(release_lua);
 		if (renew_)
 			acquire();
 	}
 	void operation() override
 	{
 		if (renew_) {
-			eval(renew_sha_, 1);
+			redis_.renew(resource_, "bench", 10000);
 			return;
 		}
 		acquire();
-		eval(release_sha_, 0);
+		redis_.release(resource_, "bench");
 	}
 
   private:
-	using Reply = std::unique_ptr<redisReply, void (*)(void *)>;
-	Reply command(const std::vector<std::string> &args)
+	static std::string host_of(const std::string &address)
 	{
-		std::vector<const char *> argv;
-		std::vector<size_t> lens;
-		for (auto &a : args) {
-			argv.push_back(a.data());
-			lens.push_back(a.size());
-		}
-		Reply r(static_cast<redisReply *>(redisCommandArgv(conn_.get(), static_cast<int>(argv.size()),
-		                                                   argv.data(), lens.data())),
-		        freeReplyObject);
-		if (!r || r->type == REDIS_REPLY_ERROR)
-			fail(std::string("Redis: ") + (r ? r->str : conn_->errstr));
-		return r;
+		auto colon = address.rfind(':');
+		if (colon == std::string::npos)
+			fail("--redis takes HOST:PORT");
+		return address.substr(0, colon);
 	}
-	std::string load(const char *script) { return command({"SCRIPT", "LOAD", script})->str; }
-	Reply eval(const std::string &sha, int with_ttl)
+	static int port_of(const std::string &address)
 	{
-		std::vector<std::string> args{"EVALSHA", sha, "1", lock_, "bench"};
-		if (with_ttl)
-			args.push_back("10000");
-		return command(args);
+		return std::atoi(address.c_str() + address.rfind(':') + 1);
 	}
 	void acquire()
 	{
-		Reply r = command({"EVALSHA", acquire_sha_, "2", lock_, counter_, "bench", "10000"});
-		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->integer != 1)
+		if (redis_.acquire(resource_, "bench", 10000) == 0)
 			fail("Redis: acquire refused a free resource");
 	}
-	std::unique_ptr<redisContext, void (*)(redisContext *)> conn_{nullptr, redisFree};
-	std::string lock_, counter_, acquire_sha_, renew_sha_, release_sha_;
+	redis_locks::Connection redis_;
+	std::string resource_;
 	bool renew_;
 };
 
@@ -203,15 +176,15 @@ Options parse(int argc, char **argv)
 
 } // namespace
 
-int main(int argc, char **argv)
+int run(int argc, char **argv)
 {
 	Options o = parse(argc, argv);
 	bool renew = o.op == "renew";
 	std::vector<std::unique_ptr<Client>> clients;
 	for (int c = 0; c < o.clients; c++) {
 		// Each run its own resources, so that no lease of an earlier run is still live.
-		std::string resource = "bench:" + o.op + ":" + std::to_string(getpid()) + ":" +
-		                       std::to_string(c);
+		std::string resource =
+		    "bench:" + o.op + ":" + std::to_string(getpid()) + ":" + std::to_string(c);
 		if (!o.pg.empty())
 			clients.push_back(std::make_unique<PgClient>(o.pg, resource, renew));
 		else
@@ -232,10 +205,20 @@ int main(int argc, char **argv)
 	stop = true;
 	for (auto &t : threads)
 		t.join();
-	double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+	double elapsed =
+	    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 	long total = 0;
 	for (long n : counts)
 		total += n;
 	std::printf("%.1f %ld\n", total / elapsed, total);
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	try {
+		return run(argc, argv);
+	} catch (const std::exception &e) {
+		fail(e.what());
+	}
 }

@@ -15,6 +15,8 @@
 //
 // PostgreSQL is reached through the usual PG* environment variables.
 
+#include "redis_locks.hpp"
+
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
 
@@ -40,7 +42,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace {
+namespace
+{
 
 using Clock = std::chrono::steady_clock;
 
@@ -72,7 +75,10 @@ Clock::time_point started;
 	std::exit(2);
 }
 
-double elapsed_ms() { return std::chrono::duration<double, std::milli>(Clock::now() - started).count(); }
+double elapsed_ms()
+{
+	return std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+}
 
 // One timeline line, written with a single write() so lines of concurrent
 // processes never interleave.
@@ -97,19 +103,24 @@ void sleep_ms(double ms)
 }
 
 // Sleeps until schedule second `t` (scripted mode).
-void until(double t) { sleep_ms(t * options.scale_ms - elapsed_ms()); }
+void until(double t)
+{
+	sleep_ms(t * options.scale_ms - elapsed_ms());
+}
 
 // ---------------------------------------------------------------- PostgreSQL
 
 using Result = std::unique_ptr<PGresult, void (*)(PGresult *)>;
 
-class Db {
+class Db
+{
   public:
 	Db() : conn_(PQconnectdb(""), PQfinish)
 	{
 		if (PQstatus(conn_.get()) != CONNECTION_OK)
 			fail("PostgreSQL not reachable: %s", first_line(PQerrorMessage(conn_.get())).c_str());
-		PQsetNoticeProcessor(conn_.get(), [](void *, const char *) {}, nullptr);
+		PQsetNoticeProcessor(
+		    conn_.get(), [](void *, const char *) {}, nullptr);
 	}
 	// Runs a statement; returns the result, whatever its status.
 	Result run(const char *sql, std::vector<std::string> params = {})
@@ -130,7 +141,7 @@ class Db {
 			throw std::runtime_error(std::string(sql) + ": " +
 			                         first_line(PQresultErrorMessage(r.get())));
 		return PQntuples(r.get()) > 0 && !PQgetisnull(r.get(), 0, 0) ? PQgetvalue(r.get(), 0, 0)
-		                                                               : "";
+		                                                             : "";
 	}
 	static std::string first_line(const char *text)
 	{
@@ -144,7 +155,8 @@ class Db {
 
 // ------------------------------------------------------------- lock managers
 
-class LockManager {
+class LockManager
+{
   public:
 	virtual ~LockManager() = default;
 	virtual std::optional<long long> acquire(const std::string &resource, const std::string &holder,
@@ -155,13 +167,15 @@ class LockManager {
 	                     long long token) = 0;
 };
 
-class PgLocks : public LockManager {
+class PgLocks : public LockManager
+{
   public:
 	std::optional<long long> acquire(const std::string &resource, const std::string &holder,
 	                                 int ttl_ms) override
 	{
-		std::string t = db_.value("SELECT fencing.acquire($1, $2, make_interval(secs => $3 / 1000.0))",
-		                          {resource, holder, std::to_string(ttl_ms)});
+		std::string t =
+		    db_.value("SELECT fencing.acquire($1, $2, make_interval(secs => $3 / 1000.0))",
+		              {resource, holder, std::to_string(ttl_ms)});
 		if (t.empty())
 			return std::nullopt;
 		return std::stoll(t);
@@ -182,72 +196,33 @@ class PgLocks : public LockManager {
 	Db db_;
 };
 
-// The seed design's scripts: SET NX PX + INCR; renew and release check the holder.
-const char *const acquire_lua = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then "
-                                "return {1, redis.call('INCR', KEYS[2])} else return {0, 0} end";
-const char *const renew_lua = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-                              "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
-const char *const release_lua = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-                                "return redis.call('DEL', KEYS[1]) else return 0 end";
-
-class RedisLocks : public LockManager {
+class RedisLocks : public LockManager
+{
   public:
-	RedisLocks()
-	{
-		ctx_.reset(redisConnect("127.0.0.1", options.redis_port));
-		if (!ctx_ || ctx_->err)
-			throw std::runtime_error(ctx_ ? ctx_->errstr : "cannot connect to Redis");
-	}
+	RedisLocks() : redis_("127.0.0.1", options.redis_port) {}
 	std::optional<long long> acquire(const std::string &resource, const std::string &holder,
 	                                 int ttl_ms) override
 	{
-		Reply r = eval(acquire_lua, {"lock:" + resource, "counter:" + resource},
-		               {holder, std::to_string(ttl_ms)});
-		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->integer != 1)
-			return std::nullopt;
-		return r->element[1]->integer;
+		long long token = redis_.acquire(resource, holder, ttl_ms);
+		return token > 0 ? std::optional<long long>(token) : std::nullopt;
 	}
 	bool renew(const std::string &resource, const std::string &holder, long long,
 	           int ttl_ms) override
 	{
-		return eval(renew_lua, {"lock:" + resource}, {holder, std::to_string(ttl_ms)})->integer == 1;
+		return redis_.renew(resource, holder, ttl_ms);
 	}
 	bool release(const std::string &resource, const std::string &holder, long long) override
 	{
-		return eval(release_lua, {"lock:" + resource}, {holder})->integer == 1;
+		return redis_.release(resource, holder);
 	}
 	// SET of a counter: used to seed it and, in chaos mode, to reseed it after a reset.
 	void set_counter(const std::string &resource, long long value)
 	{
-		command({"SET", "counter:" + resource, std::to_string(value)});
+		redis_.command({"SET", "counter:" + resource, std::to_string(value)});
 	}
 
   private:
-	using Reply = std::unique_ptr<redisReply, void (*)(void *)>;
-	Reply command(const std::vector<std::string> &args)
-	{
-		std::vector<const char *> argv;
-		std::vector<size_t> lens;
-		for (auto &a : args) {
-			argv.push_back(a.data());
-			lens.push_back(a.size());
-		}
-		Reply r(static_cast<redisReply *>(redisCommandArgv(
-		            ctx_.get(), static_cast<int>(argv.size()), argv.data(), lens.data())),
-		        freeReplyObject);
-		if (!r || r->type == REDIS_REPLY_ERROR)
-			throw std::runtime_error(r ? r->str : ctx_->errstr);
-		return r;
-	}
-	Reply eval(const char *script, const std::vector<std::string> &keys,
-	           const std::vector<std::string> &args)
-	{
-		std::vector<std::string> argv{"EVAL", script, std::to_string(keys.size())};
-		argv.insert(argv.end(), keys.begin(), keys.end());
-		argv.insert(argv.end(), args.begin(), args.end());
-		return command(argv);
-	}
-	std::unique_ptr<redisContext, void (*)(redisContext *)> ctx_{nullptr, redisFree};
+	redis_locks::Connection redis_;
 };
 
 std::unique_ptr<LockManager> lock_manager()
@@ -299,7 +274,8 @@ void stop_redis()
 // ------------------------------------------------------------------ workers
 
 // The lease a worker holds, renewed by its heartbeat thread.
-class Lease {
+class Lease
+{
   public:
 	Lease(const std::string &resource, const std::string &holder, long long token, int ttl_ms)
 	    : resource_(resource), holder_(holder), token_(token), ttl_ms_(ttl_ms)
@@ -357,10 +333,12 @@ WriteResult fenced_write(Db &db, const std::string &resource, long long token,
 	if (options.write == "sql") {
 		db.value("BEGIN");
 		db.value("SELECT set_config('fencing.token', $1, true)", {t});
-		r = db.run("UPDATE harness.accounts SET payload = $2, writes = writes + 1 WHERE resource = $1",
-		           {resource, payload});
+		r = db.run(
+		    "UPDATE harness.accounts SET payload = $2, writes = writes + 1 WHERE resource = $1",
+		    {resource, payload});
 	} else {
-		r = db.run("SELECT fencing.fenced_update('harness.accounts', jsonb_build_object('resource', $1::text),"
+		r = db.run("SELECT fencing.fenced_update('harness.accounts', "
+		           "jsonb_build_object('resource', $1::text),"
 		           " $2, jsonb_build_object('payload', $3::text))",
 		           {resource, t, payload});
 	}
@@ -372,7 +350,8 @@ WriteResult fenced_write(Db &db, const std::string &resource, long long token,
 		std::string detail = PQresultErrorField(r.get(), PG_DIAG_MESSAGE_DETAIL) ?: "";
 		auto at = detail.find("stored token ");
 		if (at != std::string::npos)
-			w.stored = detail.substr(at + 13, detail.find_first_not_of("0123456789", at + 13) - at - 13);
+			w.stored =
+			    detail.substr(at + 13, detail.find_first_not_of("0123456789", at + 13) - at - 13);
 	} else if (sqlstate == "P0002") {
 		w.outcome = Outcome::missing_row;
 	} else if (!sqlstate.empty()) {
@@ -383,12 +362,22 @@ WriteResult fenced_write(Db &db, const std::string &resource, long long token,
 		db.value(w.outcome == Outcome::accepted ? "COMMIT" : "ROLLBACK");
 	// The seed design: a rejected writer rolls back, cleans up and records a dead letter.
 	if (w.outcome != Outcome::accepted)
-		db.value("INSERT INTO harness.dead_letters (resource, token, reason) VALUES ($1, $2, $3)",
-		         {resource, t, w.outcome == Outcome::stale ? "stale token" : "error: " + w.message});
+		db.value(
+		    "INSERT INTO harness.dead_letters (resource, token, reason) VALUES ($1, $2, $3)",
+		    {resource, t, w.outcome == Outcome::stale ? "stale token" : "error: " + w.message});
 	return w;
 }
 
 // ------------------------------------------------------------ scripted mode
+
+// Takes the lease on order:101 for `who`, or fails if it is not free.
+long long take_order_lease(LockManager &locks, const char *who, const char *holder)
+{
+	auto token = locks.acquire("order:101", holder, 10 * options.scale_ms);
+	if (!token)
+		fail("worker %s: the lease on order:101 was not free", who);
+	return *token;
+}
 
 // Worker A: acquires at t=0, works, and writes when it can; the orchestrator
 // freezes it at t=2 and thaws it at t=14.
@@ -396,27 +385,25 @@ void worker_a()
 {
 	auto locks = lock_manager();
 	Db db;
-	auto token = locks->acquire("order:101", "worker-a", 10 * options.scale_ms);
-	if (!token)
-		fail("worker A: the lease on order:101 was not free");
-	event("A", "acquires the lease on order:101 (TTL 10 s): token %lld", *token);
+	long long token = take_order_lease(*locks, "A", "worker-a");
+	event("A", "acquires the lease on order:101 (TTL 10 s): token %lld", token);
 	{
-		Lease lease("order:101", "worker-a", *token, 10 * options.scale_ms);
+		Lease lease("order:101", "worker-a", token, 10 * options.scale_ms);
 		event("A", "starts its write; heartbeat renews every 3.3 s");
 		until(3); // the work; A is frozen at t=2, in the middle of it
-		event("A", "thawed: writes status=cancelled with token %lld (lease %s)", *token,
+		event("A", "thawed: writes status=cancelled with token %lld (lease %s)", token,
 		      lease.lost() ? "lost, it does not check" : "believed held");
-		WriteResult w = fenced_write(db, "order:101", *token, "cancelled by A");
+		WriteResult w = fenced_write(db, "order:101", token, "cancelled by A");
 		if (w.outcome == Outcome::stale)
-			event("storage", "token %lld rejected (stored %s)", *token, w.stored.c_str());
+			event("storage", "token %lld rejected (stored %s)", token, w.stored.c_str());
 		else
-			event("storage", "token %lld %s", *token,
+			event("storage", "token %lld %s", token,
 			      w.outcome == Outcome::accepted ? "ACCEPTED" : w.message.c_str());
 		for (int i = 0; i < 100 && !lease.lost(); i++)
 			sleep_ms(10);
 		event("A", "its heartbeat reports the lease %s", lease.lost() ? "lost" : "still held");
 	}
-	locks->release("order:101", "worker-a", *token);
+	locks->release("order:101", "worker-a", token);
 	std::exit(0);
 }
 
@@ -425,14 +412,12 @@ void worker_b()
 {
 	auto locks = lock_manager();
 	Db db;
-	auto token = locks->acquire("order:101", "worker-b", 10 * options.scale_ms);
-	if (!token)
-		fail("worker B: the lease on order:101 is still held at t=13");
-	event("B", "acquires the lease on order:101: token %lld", *token);
-	WriteResult w = fenced_write(db, "order:101", *token, "paid by B");
-	event("B", "writes status=paid with token %lld: %s", *token,
+	long long token = take_order_lease(*locks, "B", "worker-b");
+	event("B", "acquires the lease on order:101: token %lld", token);
+	WriteResult w = fenced_write(db, "order:101", token, "paid by B");
+	event("B", "writes status=paid with token %lld: %s", token,
 	      w.outcome == Outcome::accepted ? "accepted" : "REJECTED");
-	locks->release("order:101", "worker-b", *token);
+	locks->release("order:101", "worker-b", token);
 	std::exit(w.outcome == Outcome::accepted ? 0 : 1);
 }
 
@@ -461,8 +446,7 @@ int scripted()
 	if (options.locks == "pg") {
 		db.value("DELETE FROM fencing.resources WHERE resource = 'order:101'");
 		db.value("SELECT setval('fencing.token_seq', 32)");
-	}
-	else
+	} else
 		RedisLocks().set_counter("order:101", 32);
 	std::printf("\nGC-pause split-brain on order:101, real worker processes "
 	            "(1 s of schedule = %d ms; %s leases; writes through %s)\n\n",
@@ -485,9 +469,11 @@ int scripted()
 	kill(a, SIGCONT);
 	waitpid(a, &status, 0);
 
-	std::string row = db.value("SELECT payload || ', token ' || last_fencing_token FROM harness.accounts"
-	                           " WHERE resource = 'order:101'");
-	std::string dead = db.value("SELECT count(*) FROM harness.dead_letters WHERE reason = 'stale token'");
+	std::string row =
+	    db.value("SELECT payload || ', token ' || last_fencing_token FROM harness.accounts"
+	             " WHERE resource = 'order:101'");
+	std::string dead =
+	    db.value("SELECT count(*) FROM harness.dead_letters WHERE reason = 'stale token'");
 	std::printf("\norder:101 now: %s; dead letters: %s\n", row.c_str(), dead.c_str());
 	bool ok = row.rfind("paid by B", 0) == 0 && dead == "1";
 	std::printf("%s\n", ok ? "split brain prevented: the stale write was refused by the storage"
@@ -533,7 +519,10 @@ void chaos_worker(int index)
 }
 
 int chaos_index = 0;
-void chaos_body() { chaos_worker(chaos_index); }
+void chaos_body()
+{
+	chaos_worker(chaos_index);
+}
 
 pid_t spawn_worker(int index)
 {
@@ -547,10 +536,13 @@ int check(Db &db, const std::map<std::string, long> &counts, long long reset_mar
 	// strict mode: every accepted token is greater than all accepted before it on its row.
 	std::string decreasing = db.value(
 	    "SELECT count(*) FROM (SELECT token <= max(token) OVER (PARTITION BY resource ORDER BY seq"
-	    " ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS older FROM harness.audit) a WHERE older");
+	    " ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS older FROM harness.audit) a WHERE "
+	    "older");
 	std::string accepted = db.value("SELECT count(*) FROM harness.audit");
-	std::string rejected = db.value("SELECT count(*) FROM harness.dead_letters WHERE reason = 'stale token'");
-	std::string errors = db.value("SELECT count(*) FROM harness.dead_letters WHERE reason <> 'stale token'");
+	std::string rejected =
+	    db.value("SELECT count(*) FROM harness.dead_letters WHERE reason = 'stale token'");
+	std::string errors =
+	    db.value("SELECT count(*) FROM harness.dead_letters WHERE reason <> 'stale token'");
 	std::string after_reset = "0", regressed_rejected = "0";
 	if (reset_mark > 0) {
 		// Per resource, tokens at or below its highest token accepted before the reset.
@@ -563,7 +555,8 @@ int check(Db &db, const std::map<std::string, long> &counts, long long reset_mar
 		char sql[1024];
 		std::snprintf(sql, sizeof sql, regressed, "harness.audit", "");
 		after_reset = db.value(sql);
-		std::snprintf(sql, sizeof sql, regressed, "harness.dead_letters", "AND reason = 'stale token'");
+		std::snprintf(sql, sizeof sql, regressed, "harness.dead_letters",
+		              "AND reason = 'stale token'");
 		regressed_rejected = db.value(sql);
 	}
 	long violations = std::stol(decreasing) + std::stol(after_reset);
@@ -574,15 +567,17 @@ int check(Db &db, const std::map<std::string, long> &counts, long long reset_mar
 	for (auto &[what, n] : counts)
 		std::printf("%-52s %10ld\n", what.c_str(), n);
 	if (reset_mark > 0)
-		std::printf("%-52s %10s\n", "rejected writes with tokens regressed by the reset", regressed_rejected.c_str());
+		std::printf("%-52s %10s\n", "rejected writes with tokens regressed by the reset",
+		            regressed_rejected.c_str());
 	std::printf("%-52s %10s\n", "accepted writes older than an accepted one", decreasing.c_str());
 	if (reset_mark > 0)
 		std::printf("%-52s %10s\n", "accepted writes with regressed tokens", after_reset.c_str());
 	std::printf("%-52s %10ld\n", "invariant violations", violations);
 	bool ok = violations == 0 && std::stol(rejected) > 0 && std::stol(accepted) > 0 &&
 	          (reset_mark == 0 || std::stol(regressed_rejected) > 0);
-	std::printf("%s\n", ok ? "chaos passed: no stale write was accepted, and stale writers were refused"
-	                       : "chaos FAILED");
+	std::printf("%s\n",
+	            ok ? "chaos passed: no stale write was accepted, and stale writers were refused"
+	               : "chaos FAILED");
 	return ok ? 0 : 1;
 }
 
@@ -590,10 +585,12 @@ int chaos()
 {
 	Db db;
 	std::mt19937 random(options.seed);
-	std::printf("\nchaos: %d workers, %d resources, %d s, TTL %d ms, %s leases, writes through %s, seed %u\n",
+	std::printf("\nchaos: %d workers, %d resources, %d s, TTL %d ms, %s leases, writes through %s, "
+	            "seed %u\n",
 	            options.workers, options.resources, options.seconds, options.ttl_ms,
 	            options.locks == "pg" ? "PostgreSQL" : "Redis",
-	            options.write == "sql" ? "SET LOCAL fencing.token" : "fenced_update()", options.seed);
+	            options.write == "sql" ? "SET LOCAL fencing.token" : "fenced_update()",
+	            options.seed);
 	std::fflush(stdout);
 	started = Clock::now();
 	std::vector<pid_t> workers;
@@ -655,14 +652,16 @@ void setup_schema()
 	db.value("CREATE EXTENSION IF NOT EXISTS fencing");
 	db.value("DROP SCHEMA IF EXISTS harness CASCADE");
 	db.value("CREATE SCHEMA harness");
-	db.value("CREATE TABLE harness.accounts (resource text PRIMARY KEY, payload text, writes int NOT NULL DEFAULT 0)");
+	db.value("CREATE TABLE harness.accounts (resource text PRIMARY KEY, payload text, writes int "
+	         "NOT NULL DEFAULT 0)");
 	// strict: one write per grant, so a token issued twice is refused even when equal.
 	db.value("SELECT fencing.protect('harness.accounts', mode => 'strict')");
 	db.value("INSERT INTO harness.accounts (resource, payload, last_fencing_token)"
 	         " SELECT 'res:' || g, 'new', 1 FROM generate_series(0, 99) g"
 	         " UNION ALL SELECT 'order:101', 'new', 1");
-	db.value("CREATE TABLE harness.dead_letters (id bigserial PRIMARY KEY, resource text, token bigint,"
-	         " reason text, at timestamptz DEFAULT clock_timestamp())");
+	db.value(
+	    "CREATE TABLE harness.dead_letters (id bigserial PRIMARY KEY, resource text, token bigint,"
+	    " reason text, at timestamptz DEFAULT clock_timestamp())");
 	db.value("CREATE TABLE harness.events (what text, at timestamptz DEFAULT clock_timestamp())");
 	// Every accepted write, in the order the row lock serialized them.
 	db.value("CREATE TABLE harness.audit (seq bigserial PRIMARY KEY, resource text, token bigint,"
@@ -670,14 +669,16 @@ void setup_schema()
 	db.value("CREATE FUNCTION harness.audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
 	         " INSERT INTO harness.audit (resource, token, payload)"
 	         " VALUES (NEW.resource, NEW.last_fencing_token, NEW.payload); RETURN NULL; END $$");
-	db.value("CREATE TRIGGER audit AFTER UPDATE ON harness.accounts FOR EACH ROW EXECUTE FUNCTION harness.audit()");
+	db.value("CREATE TRIGGER audit AFTER UPDATE ON harness.accounts FOR EACH ROW EXECUTE FUNCTION "
+	         "harness.audit()");
 }
 
 Options parse(int argc, char **argv)
 {
 	Options o;
 	if (argc < 2 || (std::string(argv[1]) != "scripted" && std::string(argv[1]) != "chaos"))
-		fail("usage: fencing-harness scripted|chaos [options] (see the comment at the top of harness.cpp)");
+		fail("usage: fencing-harness scripted|chaos [options] (see the comment at the top of "
+		     "harness.cpp)");
 	o.mode = argv[1];
 	auto number = [](const std::string &name, const char *text) {
 		char *end;
