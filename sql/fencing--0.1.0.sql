@@ -4,6 +4,33 @@
 -- Every object is schema-qualified and every function body pins search_path,
 -- so nothing planted earlier in a caller's search_path is ever picked up.
 
+-- PostgreSQL checks a module's settings only once the module is loaded.  So
+-- that SET fencing.token = 'abc' fails in every new session of this database,
+-- unless the server already preloads the module, add it to this database's
+-- session_preload_libraries (ALTER DATABASE ... RESET session_preload_libraries
+-- undoes it; README, "Installing").
+DO $$
+DECLARE
+	libraries text;
+BEGIN
+	IF pg_catalog.current_setting('shared_preload_libraries') ~ '(^|[\s,"])fencing($|[\s,"])' THEN
+		RETURN;
+	END IF;
+	SELECT pg_catalog.substr(c, pg_catalog.length('session_preload_libraries=') + 1) INTO libraries
+	FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) c
+	WHERE s.setrole = 0
+	  AND s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d
+	                       WHERE d.datname = pg_catalog.current_database())
+	  AND c LIKE 'session\_preload\_libraries=%';
+	IF coalesce(libraries, '') ~ '(^|[\s,"])fencing($|[\s,"])' THEN
+		RETURN;
+	END IF;
+	libraries := CASE WHEN coalesce(libraries, '') = '' THEN 'fencing' ELSE libraries || ', fencing' END;
+	EXECUTE pg_catalog.format('ALTER DATABASE %I SET session_preload_libraries = %s',
+	                          pg_catalog.current_database(), libraries);
+END
+$$;
+
 -- The token comparison, as a predicate for SQL that fenced_update() builds.
 CREATE FUNCTION fencing.token_accepts(stored bigint, presented bigint, strict boolean)
 RETURNS boolean

@@ -74,25 +74,25 @@ SELECT t.error_of($$SELECT fencing.protect('big_pk', 'id')$$);
 CREATE TABLE bare (id int);
 SELECT t.error_of($$SELECT fencing.protect('bare')$$);
 SELECT t.error_of($$SELECT fencing.protect('acct', mode => 'eventual')$$);
--- Keys whose equal values print differently (1.0 = 1.00, -0 = 0) cannot be
+-- Keys whose equal values print differently ('1 day' = '24 hours') cannot be
 -- remembered once deleted; a DEFERRABLE key does not wait for concurrent deletes.
-CREATE TABLE num_key (id numeric PRIMARY KEY);
-CREATE TABLE float_key (id float8 PRIMARY KEY);
+CREATE TABLE interval_key (id interval PRIMARY KEY);
+CREATE TABLE jsonb_key (id jsonb PRIMARY KEY);
 CREATE TABLE deferred_key (id int PRIMARY KEY DEFERRABLE);
 CREATE TABLE scaled_key (id numeric(12,2) PRIMARY KEY, at timestamptz, UNIQUE (at));
-SELECT t.error_of($$SELECT fencing.protect('num_key')$$);
-SELECT t.error_of($$SELECT fencing.protect('float_key')$$);
+SELECT t.error_of($$SELECT fencing.protect('interval_key')$$);
+SELECT t.error_of($$SELECT fencing.protect('jsonb_key')$$);
 SELECT t.error_of($$SELECT fencing.protect('deferred_key')$$);
 SELECT fencing.protect('scaled_key');
 SELECT t.error_of($$SELECT fencing.unprotect(NULL)$$);
 -- ... and none of them changed a table.
 SELECT count(*) AS guards FROM pg_trigger WHERE tgname = 'fencing_guard'
   AND tgrelid IN ('no_pk'::regclass, 'int_token'::regclass, 'acct_view'::regclass,
-                  'big_pk'::regclass, 'bare'::regclass, 'num_key'::regclass,
-                  'float_key'::regclass, 'deferred_key'::regclass);
+                  'big_pk'::regclass, 'bare'::regclass, 'interval_key'::regclass,
+                  'jsonb_key'::regclass, 'deferred_key'::regclass);
 SELECT attname FROM pg_attribute WHERE attrelid = 'bare'::regclass AND attnum > 0 ORDER BY attnum;
 SELECT * FROM fencing.protected_tables WHERE relation = 'acct'::regclass;
 
 DROP VIEW acct_view;
-DROP TABLE acct, snapshot_before, no_pk, no_token, int_token, big_pk, bare, num_key, float_key,
+DROP TABLE acct, snapshot_before, no_pk, no_token, int_token, big_pk, bare, interval_key, jsonb_key,
 	deferred_key, scaled_key;

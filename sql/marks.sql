@@ -90,6 +90,29 @@ INSERT INTO bookings VALUES ('A"1', '2026-12-24', 'bob', 7);
 INSERT INTO bookings VALUES ('A"1', '2026-12-25', 'bob', 7);
 SELECT * FROM bookings;
 
+-- numeric and float keys: equal values spelled differently are one key.
+CREATE TABLE prices (amount numeric PRIMARY KEY, temp float8 UNIQUE);
+SELECT fencing.protect('prices');
+INSERT INTO prices VALUES (1.0, -0.0, 5);
+BEGIN;
+SET LOCAL fencing.token = 6;
+DELETE FROM prices;
+COMMIT;
+SELECT key, token FROM fencing.deleted_keys WHERE relid = 'prices'::regclass;
+INSERT INTO prices VALUES (1.00, 0, 5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.fenced_update('prices', '{"amount": 1.000}', 5, '{}', 'skip');
+CREATE TABLE temps (t float8 PRIMARY KEY);
+SELECT fencing.protect('temps');
+INSERT INTO temps VALUES (-0.0, 5);
+BEGIN;
+SET LOCAL fencing.token = 6;
+DELETE FROM temps;
+COMMIT;
+INSERT INTO temps VALUES (0, 5);
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE prices, temps;
+
 -- Ordinary users cannot read or forge marks.
 SELECT has_table_privilege('public', 'fencing.deleted_keys', 'SELECT') AS public_select,
        has_table_privilege('public', 'fencing.deleted_keys', 'INSERT') AS public_insert;

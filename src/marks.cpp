@@ -12,6 +12,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
@@ -81,6 +82,33 @@ bool style_free(Oid type)
 	}
 }
 
+} // namespace
+
+bool normalized_key_type(Oid type)
+{
+	return type == NUMERICOID || type == FLOAT4OID || type == FLOAT8OID;
+}
+
+namespace {
+
+/*
+ * One value for all the equal values of a key type whose equality is looser
+ * than its bits: 1.0 = 1.00 (numeric scale), -0 = 0 (floats).
+ */
+Datum normalized(Oid type, Datum value)
+{
+	switch (type) {
+	case NUMERICOID:
+		return DirectFunctionCall1(numeric_trim_scale, value);
+	case FLOAT4OID:
+		return DatumGetFloat4(value) == 0 ? Float4GetDatum(0.0f) : value;
+	case FLOAT8OID:
+		return DatumGetFloat8(value) == 0 ? Float8GetDatum(0.0) : value;
+	default:
+		return value;
+	}
+}
+
 /*
  * Fixes the settings that change how values print (dates, times, intervals,
  * floats, bytea), so that a key has one text whatever the session's settings.
@@ -125,7 +153,7 @@ MarkKey mark_key(Relation rel, Relation pk, const Datum *values, const bool *isn
 		bool varlena;
 		Oid type = TupleDescAttr(desc, pk->rd_index->indkey.values[i] - 1)->atttypid;
 		getTypeOutputInfo(type, &output, &varlena);
-		texts[i] = CStringGetTextDatum(OidOutputFunctionCall(output, values[i]));
+		texts[i] = CStringGetTextDatum(OidOutputFunctionCall(output, normalized(type, values[i])));
 	}
 	if (level >= 0)
 		AtEOXact_GUC(true, level);

@@ -21,6 +21,12 @@ struct MarkKey {
 	ArrayType *key;
 };
 
+/*
+ * Key types whose equal values the marks normalize before printing them
+ * (numeric: 1.0 = 1.00; float: -0 = 0); other types must be "equalimage".
+ */
+bool normalized_key_type(Oid type);
+
 /* Builds the mark key of `values` (primary key values of `rel`, in index column order). */
 MarkKey mark_key(Relation rel, Relation pk, const Datum *values, const bool *isnull);
 

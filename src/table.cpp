@@ -2,6 +2,7 @@
  * Table settings and primary keys, read from the relcache and syscache only.
  */
 #include "table.hpp"
+#include "marks.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -132,14 +133,14 @@ namespace
 
 /*
  * Do equal values of key column i always have the same text?  Deleted keys
- * are remembered by their text, so a key like numeric (1.0 = 1.00) or citext
- * could be re-inserted under another spelling.  btree's "equalimage" says
- * equal means bitwise identical; numeric with a declared scale prints alike.
+ * are remembered by their text, so a key like citext ('A' = 'a') could be
+ * re-inserted under another spelling.  btree's "equalimage" says equal means
+ * bitwise identical; numeric and floats are normalized by the marks.
  */
 bool canonical_key_column(Relation rel, Relation pk, int i)
 {
 	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), fencing::key_attnum(pk, i) - 1);
-	if (att->atttypid == NUMERICOID && att->atttypmod >= 0)
+	if (fencing::normalized_key_type(att->atttypid))
 		return true;
 	Oid type = pk->rd_opcintype[i];
 	Oid proc = get_opfamily_proc(pk->rd_opfamily[i], type, type, BTEQUALIMAGE_PROC);
@@ -174,9 +175,9 @@ FENCING_FUNCTION(primary_key_columns)
 			                format_type_with_typemod(att->atttypid, att->atttypmod)),
 			         errdetail("The guard remembers deleted keys by their text, so a stale holder "
 			                   "could re-insert such a key spelled another way."),
-			         errhint("Use a key type whose equal values print alike: integers, text or "
-			                 "varchar with a deterministic collation, uuid, date, timestamp, or "
-			                 "numeric with a declared scale.")));
+			         errhint("Use a key type whose equal values print alike: integers, numeric, "
+			                 "text or varchar with a deterministic collation, uuid, date, "
+			                 "timestamp.")));
 		appendStringInfo(&columns, "%s%s", i > 0 ? ", " : "",
 		                 quote_identifier(NameStr(att->attname)));
 	}
