@@ -63,7 +63,7 @@ start_cluster() {
 	export PGUSER=postgres
 	export PGDATABASE=postgres
 	runuser -u postgres -- $PGBIN/pg_ctl -D "$FENCING_TMP/data" -w -l "$FENCING_TMP/server.log" \
-		-o "-p $PGPORT -k $PGHOST -c listen_addresses='' -c fsync=off -c max_connections=50 -c shared_preload_libraries=fencing $*" \
+		-o "-p $PGPORT -k $PGHOST -c listen_addresses='' -c fsync=off -c max_connections=50 $*" \
 		start >/dev/null || { cat "$FENCING_TMP/server.log" >&2; exit 1; }
 	say "throwaway PostgreSQL 15 cluster on socket $PGHOST, port $PGPORT"
 }
