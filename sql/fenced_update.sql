@@ -21,6 +21,18 @@ SELECT fencing.fenced_update('"Ledger"', '{"Tenant": "acme", "Entry No": 1}', 7,
 	'{"amount": 12.5, "paid": true, "tags": "{a,b}", "doc": {"k": [1, 2]},
 	  "due": "2026-12-01 10:00+00", "note": null}');
 SELECT * FROM "Ledger" ORDER BY "Tenant", "Entry No";
+-- A json/jsonb column takes the JSON value itself (a string stays a string);
+-- an array column takes a JSON array, or an array literal in a string.
+SELECT fencing.fenced_update('"Ledger"', '{"Tenant": "acme", "Entry No": 2}', 7,
+	'{"doc": "plain string", "tags": ["x", "y \"z\"", null]}');
+SELECT doc, jsonb_typeof(doc), tags, array_length(tags, 1), tags[3] IS NULL AS third_is_null
+FROM "Ledger" WHERE "Tenant" = 'acme' AND "Entry No" = 2;
+SELECT fencing.fenced_update('"Ledger"', '{"Tenant": "acme", "Entry No": 2}', 7,
+	'{"doc": "[1, 2]", "tags": "{p,q}"}');
+SELECT doc, jsonb_typeof(doc), tags FROM "Ledger" WHERE "Tenant" = 'acme' AND "Entry No" = 2;
+SELECT t.error_of($$SELECT fencing.fenced_update('"Ledger"', '{"Tenant": "acme", "Entry No": 2}', 7,
+	'{"tags": [[1], 2]}')$$);
+
 -- The key value may be given as a string or a number: it is converted to the column type.
 SELECT fencing.fenced_update('"Ledger"', '{"Tenant": "acme", "Entry No": "2"}', 7, '{"note": "second"}');
 -- Keys are case-sensitive: "Acme" is another tenant.

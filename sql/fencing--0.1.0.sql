@@ -22,10 +22,12 @@ BEGIN
 	  AND s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d
 	                       WHERE d.datname = pg_catalog.current_database())
 	  AND c LIKE 'session\_preload\_libraries=%';
-	IF coalesce(libraries, '') ~ '(^|[\s,"])fencing($|[\s,"])' THEN
+	-- Without a database-level value, start from the server's, so that nothing is shadowed.
+	libraries := coalesce(libraries, pg_catalog.current_setting('session_preload_libraries'));
+	IF libraries ~ '(^|[\s,"])fencing($|[\s,"])' THEN
 		RETURN;
 	END IF;
-	libraries := CASE WHEN coalesce(libraries, '') = '' THEN 'fencing' ELSE libraries || ', fencing' END;
+	libraries := CASE WHEN libraries = '' THEN 'fencing' ELSE libraries || ', fencing' END;
 	EXECUTE pg_catalog.format('ALTER DATABASE %I SET session_preload_libraries = %s',
 	                          pg_catalog.current_database(), libraries);
 END

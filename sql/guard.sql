@@ -76,6 +76,14 @@ ON CONFLICT (id) DO UPDATE SET v = excluded.v, last_fencing_token = excluded.las
 INSERT INTO items VALUES (4, 'four@30', 30)
 ON CONFLICT (id) DO UPDATE SET v = excluded.v, last_fencing_token = excluded.last_fencing_token;
 SELECT * FROM items WHERE id = 4;
+-- The UPDATE branch presents the token of the proposed row when it does not assign one.
+INSERT INTO items VALUES (4, 'four@31', 31) ON CONFLICT (id) DO UPDATE SET v = excluded.v;
+SELECT * FROM items WHERE id = 4;
+INSERT INTO items VALUES (4, 'four@29', 29) ON CONFLICT (id) DO UPDATE SET v = excluded.v;
+\echo :LAST_ERROR_SQLSTATE
+-- ... and a later statement does not inherit it.
+UPDATE items SET v = 'no token' WHERE id = 4;
+\echo :LAST_ERROR_SQLSTATE
 
 -- DELETE: fencing.token, else FN002; a stale token is FN001.
 DELETE FROM items WHERE id = 5;

@@ -8,6 +8,9 @@ SELECT fencing.acquire('res:1', 'bob', '10 s') IS NULL AS refused_other_holder;
 SELECT resource, holder, token = :t1 AS token_ok, expires_at - granted_at AS ttl, live
 FROM fencing.leases WHERE resource = 'res:1';
 
+-- TTLs up to 366 days are fine.
+SELECT fencing.acquire('res:year', 'alice', '365 days') IS NOT NULL AS long_lease;
+
 -- Renew extends a live lease held by (holder, token) only.
 SELECT fencing.renew('res:1', 'alice', :t1, '20 s') AS renewed;
 SELECT expires_at - granted_at > interval '19 s' AS extended FROM fencing.leases WHERE resource = 'res:1';
@@ -81,6 +84,7 @@ SELECT t.error_of($$SELECT fencing.acquire('r', 'a', '0 s')$$);
 SELECT t.error_of($$SELECT fencing.acquire('r', 'a', '-5 s')$$);
 SELECT t.error_of($$SELECT fencing.acquire('r', 'a', '1 day -25 hours')$$);
 SELECT t.error_of($$SELECT fencing.acquire('r', 'a', '1000 years')$$);
+SELECT t.error_of($$SELECT fencing.acquire('r', 'a', '367 days')$$);
 SELECT t.error_of($$SELECT fencing.acquire('r', 'a', '1 month -31 days')$$);
 SELECT t.error_of($$SELECT fencing.renew(NULL, 'a', 1, '1 s')$$);
 SELECT t.error_of($$SELECT fencing.renew('res:1', '', 1, '1 s')$$);

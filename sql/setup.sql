@@ -10,11 +10,13 @@ SELECT c.relname, c.relkind FROM pg_class c
 WHERE c.relnamespace = 'fencing'::regnamespace AND c.relkind IN ('r', 'v') ORDER BY 1;
 SELECT extrelocatable FROM pg_extension WHERE extname = 'fencing';
 
--- CREATE EXTENSION made new sessions of this database load the module (the
--- test server does not preload it), so that the setting below is checked.
-SELECT c FROM pg_db_role_setting s, unnest(s.setconfig) c
-WHERE s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND c LIKE 'session_preload%';
+-- Unless the server preloads the module, CREATE EXTENSION made new sessions of
+-- this database load it (test/check's server does not), so that the setting
+-- below is checked.
+SELECT current_setting('shared_preload_libraries') ~ 'fencing' OR EXISTS (
+	SELECT FROM pg_db_role_setting s, unnest(s.setconfig) c
+	WHERE s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+	  AND c = 'session_preload_libraries=fencing') AS module_preloaded;
 
 -- The fencing.token setting accepts positive bigints only.
 SET fencing.token = 34;

@@ -31,7 +31,7 @@ Datum require_ttl(FunctionCallInfo fcinfo, int arg)
 	Datum ttl = PG_GETARG_DATUM(arg);
 	Datum zero = DirectFunctionCall3(interval_in, CStringGetDatum("0"),
 	                                 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
-	Datum year = DirectFunctionCall3(interval_in, CStringGetDatum("1 year"),
+	Datum year = DirectFunctionCall3(interval_in, CStringGetDatum("366 days"),
 	                                 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 	const char *text = DatumGetCString(DirectFunctionCall1(interval_out, ttl));
 	/* Months and days make the sign of '1 month -29 days' depend on the date: ask the clock. */
@@ -43,7 +43,7 @@ Datum require_ttl(FunctionCallInfo fcinfo, int arg)
 		                errmsg("ttl must be positive, got \"%s\"", text)));
 	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, ttl, year)) > 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-		                errmsg("ttl must be at most 1 year, got \"%s\"", text),
+		                errmsg("ttl must be at most 366 days, got \"%s\"", text),
 		                errhint("Leases are renewed while work goes on; use a short TTL and "
 		                        "fencing.renew().")));
 	return ttl;

@@ -11,7 +11,7 @@ namespace fencing
 /* A non-empty text argument (resource, holder), as a C string. */
 char *require_name(FunctionCallInfo fcinfo, int arg, const char *what);
 
-/* A lease TTL: positive and at most one year. */
+/* A lease TTL: positive and at most 366 days. */
 Datum require_ttl(FunctionCallInfo fcinfo, int arg);
 
 } // namespace fencing

@@ -53,12 +53,10 @@ struct Call {
 	Columns changes;
 };
 
-/* The text a JSON value stands for in a column's input function; nullptr for null. */
-char *json_text(const JsonbValue &v)
+/* The text of a non-null JSON value: a string's content, a number or boolean literal, JSON text. */
+char *plain_text(const JsonbValue &v)
 {
 	switch (v.type) {
-	case jbvNull:
-		return nullptr;
 	case jbvString:
 		return pnstrdup(v.val.string.val, v.val.string.len);
 	case jbvNumeric:
@@ -71,6 +69,64 @@ char *json_text(const JsonbValue &v)
 		elog(ERROR, "fencing: unexpected jsonb value type %d", static_cast<int>(v.type));
 	}
 	return nullptr;
+}
+
+/* A JSON array as a PostgreSQL array literal: ["a", null, [1]] is {"a",NULL,{"1"}}. */
+void append_array_literal(StringInfo out, JsonbContainer *array)
+{
+	appendStringInfoChar(out, '{');
+	JsonbIterator *it = JsonbIteratorInit(array);
+	JsonbValue v;
+	JsonbIteratorToken token;
+	bool first = true;
+	while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+		if (token != WJB_ELEM)
+			continue;
+		if (!first)
+			appendStringInfoChar(out, ',');
+		first = false;
+		if (v.type == jbvNull)
+			appendStringInfoString(out, "NULL");
+		else if (v.type == jbvBinary && JsonContainerIsArray(v.val.binary.data))
+			append_array_literal(out, v.val.binary.data);
+		else {
+			appendStringInfoChar(out, '"');
+			for (const char *c = plain_text(v); *c; c++) {
+				if (*c == '"' || *c == '\\')
+					appendStringInfoChar(out, '\\');
+				appendStringInfoChar(out, *c);
+			}
+			appendStringInfoChar(out, '"');
+		}
+	}
+	appendStringInfoChar(out, '}');
+}
+
+/*
+ * The text a JSON value stands for in the input function of a column of type
+ * `type`; nullptr for JSON null.  A json or jsonb column takes the JSON value
+ * itself; an array column takes a JSON array element by element (or a
+ * PostgreSQL array literal in a string); other types the plain text.
+ */
+char *json_text(const JsonbValue &v, Oid type)
+{
+	if (v.type == jbvNull)
+		return nullptr;
+	Oid base = getBaseType(type);
+	if (base == JSONOID || base == JSONBOID) {
+		if (v.type == jbvBinary)
+			return JsonbToCString(nullptr, v.val.binary.data, v.val.binary.len);
+		Jsonb *scalar = JsonbValueToJsonb(const_cast<JsonbValue *>(&v));
+		return JsonbToCString(nullptr, &scalar->root, VARSIZE(scalar));
+	}
+	if (v.type == jbvBinary && JsonContainerIsArray(v.val.binary.data) &&
+	    OidIsValid(get_element_type(base))) {
+		StringInfoData out;
+		initStringInfo(&out);
+		append_array_literal(&out, v.val.binary.data);
+		return out.data;
+	}
+	return plain_text(v);
 }
 
 /* A type's input function, looked up once per backend (types do not change their I/O). */
@@ -153,6 +209,11 @@ int object_members(Jsonb *json, const char *argument, char ***names, JsonbValue 
 	return n;
 }
 
+Oid column_type(Relation rel, AttrNumber attnum)
+{
+	return TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid;
+}
+
 /* The column a member names, or 42703. */
 AttrNumber named_column(Relation rel, const char *name)
 {
@@ -196,7 +257,7 @@ void parse_key(Call *call, Jsonb *json)
 			                errmsg("key names column \"%s\", which is not in the primary key of "
 			                       "relation \"%s\"",
 			                       names[i], RelationGetRelationName(call->rel))));
-		char *text = json_text(values[i]);
+		char *text = json_text(values[i], column_type(call->rel, attnum));
 		if (text == nullptr)
 			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 			                errmsg("key column \"%s\" must not be null", names[i])));
@@ -232,16 +293,11 @@ void parse_changes(Call *call, Jsonb *json)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			                errmsg("changes must not name primary key column \"%s\"", names[i]),
 			                errhint("Name the row in the key argument.")));
-		char *text = json_text(values[i]);
+		char *text = json_text(values[i], column_type(call->rel, attnum));
 		call->changes.attnums[i] = attnum;
 		call->changes.values[i] = text ? column_value(call->rel, attnum, text) : 0;
 		call->changes.nulls[i] = text ? ' ' : 'n';
 	}
-}
-
-Oid column_type(Relation rel, AttrNumber attnum)
-{
-	return TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid;
 }
 
 const char *column_name(Relation rel, AttrNumber attnum)

@@ -72,6 +72,39 @@ bool moving_update_token(Relation rel, HeapTuple row, int64 *token)
 	return true;
 }
 
+/*
+ * The token the last INSERT of this statement presented.  In INSERT ... ON
+ * CONFLICT DO UPDATE, the UPDATE of the conflicting row comes right after the
+ * proposed row's INSERT trigger, and presents the same token.
+ */
+struct {
+	LocalTransactionId xact;
+	SubTransactionId subxact;
+	CommandId command;
+	Oid relid;
+	int64 token;
+} last_insert;
+
+void remember_insert(Relation rel, int64 token)
+{
+	last_insert.xact = MyProc->lxid;
+	last_insert.subxact = GetCurrentSubTransactionId();
+	last_insert.command = GetCurrentCommandId(false);
+	last_insert.relid = RelationGetRelid(rel);
+	last_insert.token = token;
+}
+
+/* The token of this statement's INSERT into `rel`, for its ON CONFLICT DO UPDATE. */
+bool upsert_token(Relation rel, int64 *token)
+{
+	if (last_insert.xact != MyProc->lxid || last_insert.subxact != GetCurrentSubTransactionId() ||
+	    last_insert.command != GetCurrentCommandId(false) ||
+	    last_insert.relid != RelationGetRelid(rel))
+		return false;
+	*token = last_insert.token;
+	return true;
+}
+
 /* The table's settings, parsed once per statement and kept in fn_extra. */
 const TableFence *settings_of(FunctionCallInfo fcinfo, TriggerData *trigger)
 {
@@ -156,6 +189,7 @@ Datum guard_insert(const Write &w)
 	bool explicit_token = !isnull && DatumGetInt64(value) != 0;
 	int64 presented = explicit_token ? require_token(value, false, "fencing token")
 	                                 : token_from_setting(w, row, "INSERT", 0);
+	remember_insert(w.rel, presented);
 	return PointerGetDatum(explicit_token ? row : with_token(w, row, presented));
 }
 
@@ -188,7 +222,7 @@ Datum guard_update(const Write &w)
 		Datum value =
 		    heap_getattr(new_row, w.fence->token_attnum, RelationGetDescr(w.rel), &isnull);
 		presented = require_token(value, isnull, "fencing token");
-	} else
+	} else if (!session_token(&presented) && !upsert_token(w.rel, &presented))
 		presented = token_from_setting(w, old_row, "UPDATE", stored);
 	check(w, old_row, presented, stored);
 	if (assigns_key(w.rel, updated) && !same_key(w.rel, old_row, new_row))

@@ -89,7 +89,8 @@ bool normalized_key_type(Oid type)
 	return type == NUMERICOID || type == FLOAT4OID || type == FLOAT8OID;
 }
 
-namespace {
+namespace
+{
 
 /*
  * One value for all the equal values of a key type whose equality is looser

@@ -574,6 +574,7 @@ int check(Db &db, const std::map<std::string, long> &counts, long long reset_mar
 		std::printf("%-52s %10s\n", "accepted writes with regressed tokens", after_reset.c_str());
 	std::printf("%-52s %10ld\n", "invariant violations", violations);
 	bool ok = violations == 0 && std::stol(rejected) > 0 && std::stol(accepted) > 0 &&
+	          std::stol(errors) == 0 &&
 	          (reset_mark == 0 || std::stol(regressed_rejected) > 0);
 	std::printf("%s\n",
 	            ok ? "chaos passed: no stale write was accepted, and stale writers were refused"
