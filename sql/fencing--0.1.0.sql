@@ -215,12 +215,14 @@ LANGUAGE C VOLATILE;
 
 -- Tokens of every grant, for every resource.  A sequence, because it does not
 -- roll back with the transaction that used it: a token is never issued twice.
--- It starts at the current time in milliseconds, so that tokens stay above
--- those of an earlier installation that was dropped and created again.
+-- It starts at the current time in microseconds since 1970, which no earlier
+-- token of this database can have reached (that would take a million grants a
+-- second): so an installation dropped and created again, or a database
+-- restored from an older dump, never hands out a number it handed out before.
+-- For that reason its value is not dumped: a restore starts it afresh.
 CREATE SEQUENCE fencing.token_seq;
 SELECT pg_catalog.setval('fencing.token_seq',
-                         (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint);
-SELECT pg_catalog.pg_extension_config_dump('fencing.token_seq', '');
+                         (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint);
 REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
 
 -- One row per resource: its current (or last) lease.

@@ -22,6 +22,12 @@ my $max = $node->safe_psql('postgres', 'SELECT max(token) FROM fencing.leases');
 
 my $dump = "$PostgreSQL::Test::Utils::tmp_check/fencing.dump";
 $node->command_ok([ 'pg_dump', '-Fc', '-d', $node->connstr('postgres'), '-f', $dump ], 'pg_dump');
+# The original goes on issuing tokens after the dump was taken: a database
+# restored from that dump must never issue them again.
+my $after_dump = $node->safe_psql('postgres', q{
+	SELECT max(t) FROM (SELECT fencing.acquire('later:' || g, 'a', '1 s') AS t
+	                    FROM generate_series(1, 50) g) x});
+cmp_ok($after_dump, '>', $max, 'the original issued more tokens after the dump');
 $node->safe_psql('postgres', 'CREATE DATABASE restored');
 $node->command_ok([ 'pg_restore', '-d', $node->connstr('restored'), $dump ], 'pg_restore');
 
@@ -37,7 +43,10 @@ like($err, qr/stale fencing token 39/, "a resource's fence mark is restored");
 is($node->safe_psql('restored', "SELECT holder FROM fencing.leases WHERE resource = 'orders'"),
 	'a', 'leases are restored');
 cmp_ok($node->safe_psql('restored',
-		"SELECT fencing.acquire('new', 'b', '1 s')"), '>', $max,
-	'and in the restored one: no token is issued twice');
+		"SELECT fencing.acquire('new', 'b', '1 s')"), '>', $after_dump,
+	'the restored database issues no token the original issued, even after the dump');
+cmp_ok($node->safe_psql('restored',
+		"SELECT fencing.acquire('orders', 'b', '1 s') IS NULL"), 'eq', 't',
+	'the restored live lease still holds its resource');
 
 done_testing();
