@@ -90,6 +90,25 @@ INSERT INTO bookings VALUES ('A"1', '2026-12-24', 'bob', 7);
 INSERT INTO bookings VALUES ('A"1', '2026-12-25', 'bob', 7);
 SELECT * FROM bookings;
 
+-- A key declared in another order than its columns: the guard and
+-- fenced_update() name it the same way.
+CREATE TABLE reversed (a int, b text, v text, PRIMARY KEY (b, a));
+SELECT fencing.protect('reversed');
+INSERT INTO reversed VALUES (1, 'x', 'one', 5), (2, 'y', 'two', 5);
+SELECT fencing.fenced_update('reversed', '{"a": 1, "b": "x"}', 6, '{"v": "one@6"}');
+SELECT fencing.fenced_update('reversed', '{"b": "x", "a": 1}', 5, '{"v": "late"}', 'skip');
+BEGIN;
+SET LOCAL fencing.token = 7;
+DELETE FROM reversed WHERE a = 2;
+COMMIT;
+SELECT key, token FROM fencing.deleted_keys WHERE relid = 'reversed'::regclass;
+SELECT fencing.fenced_update('reversed', '{"a": 2, "b": "y"}', 6, '{"v": "zombie"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.fenced_update('reversed', '{"a": 2, "b": "y"}', 8, '{"v": "zombie"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM reversed;
+DROP TABLE reversed;
+
 -- numeric and float keys: equal values spelled differently are one key.
 CREATE TABLE prices (amount numeric PRIMARY KEY, temp float8 UNIQUE);
 SELECT fencing.protect('prices');

@@ -44,7 +44,8 @@ struct Columns {
 /* One call's arguments and what they resolve to. */
 struct Call {
 	Relation rel;
-	Relation pk;
+	Bitmapset *key_attrs; /* primary key columns (relcache), offset by FirstLowInvalid... */
+	mutable Relation pk;  /* the primary key index, opened only when needed */
 	TableFence fence;
 	int64 token;
 	bool skip_stale;
@@ -225,12 +226,28 @@ AttrNumber named_column(Relation rel, const char *name)
 	return attnum;
 }
 
-int key_position(Relation pk, AttrNumber attnum)
+/* Where a column stands among the key columns (in attnum order), or -1. */
+int key_position(const Call &call, AttrNumber attnum)
 {
+	return bms_member_index(call.key_attrs, attnum - FirstLowInvalidHeapAttributeNumber);
+}
+
+/* The primary key index, opened on first use (plans, marks and messages need it). */
+Relation primary_key(const Call &call)
+{
+	if (call.pk == nullptr)
+		call.pk = open_primary_key(call.rel);
+	return call.pk;
+}
+
+/* The key values in the primary key index's column order. */
+Datum *key_in_index_order(const Call &call)
+{
+	Relation pk = primary_key(call);
+	Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * key_count(pk)));
 	for (int i = 0; i < key_count(pk); i++)
-		if (key_attnum(pk, i) == attnum)
-			return i;
-	return -1;
+		values[i] = call.key.values[key_position(call, key_attnum(pk, i))];
+	return values;
 }
 
 void alloc_columns(Columns *c, int count)
@@ -247,11 +264,11 @@ void parse_key(Call *call, Jsonb *json)
 	char **names;
 	JsonbValue *values;
 	int n = object_members(json, "key", &names, &values);
-	int nkeys = key_count(call->pk);
+	int nkeys = bms_num_members(call->key_attrs);
 	alloc_columns(&call->key, nkeys);
 	for (int i = 0; i < n; i++) {
 		AttrNumber attnum = named_column(call->rel, names[i]);
-		int pos = key_position(call->pk, attnum);
+		int pos = key_position(*call, attnum);
 		if (pos < 0)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			                errmsg("key names column \"%s\", which is not in the primary key of "
@@ -265,14 +282,18 @@ void parse_key(Call *call, Jsonb *json)
 		call->key.values[pos] = column_value(call->rel, attnum, text);
 		call->key.nulls[pos] = ' ';
 	}
-	for (int i = 0; i < nkeys; i++)
+	int member = -1;
+	for (int i = 0; i < nkeys; i++) {
+		member = bms_next_member(call->key_attrs, member);
 		if (call->key.attnums[i] == InvalidAttrNumber)
-			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			                errmsg("key must name every primary key column of relation \"%s\"",
-			                       RelationGetRelationName(call->rel)),
-			                errdetail("Primary key column \"%s\" is missing.",
-			                          get_attname(RelationGetRelid(call->rel),
-			                                      key_attnum(call->pk, i), false))));
+			ereport(ERROR,
+			        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			         errmsg("key must name every primary key column of relation \"%s\"",
+			                RelationGetRelationName(call->rel)),
+			         errdetail("Primary key column \"%s\" is missing.",
+			                   get_attname(RelationGetRelid(call->rel),
+			                               member + FirstLowInvalidHeapAttributeNumber, false))));
+	}
 }
 
 /* `changes`: any columns but the token column and the key. */
@@ -289,7 +310,7 @@ void parse_changes(Call *call, Jsonb *json)
 			        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			         errmsg("changes must not name the fencing token column \"%s\"", names[i]),
 			         errhint("Pass the token as the token argument.")));
-		if (key_position(call->pk, attnum) >= 0)
+		if (key_position(*call, attnum) >= 0)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			                errmsg("changes must not name primary key column \"%s\"", names[i]),
 			                errhint("Name the row in the key argument.")));
@@ -322,9 +343,13 @@ const char *qualified_operator(Oid op)
 /* "k1" OPERATOR(s.=) $n AND ...: the primary key's own equality, schema-qualified. */
 void append_key_match(StringInfo sql, const Call &call, int first_param)
 {
+	Relation pk = primary_key(call);
 	for (int i = 0; i < call.key.count; i++) {
-		Oid opcintype = call.pk->rd_opcintype[i];
-		Oid op = get_opfamily_member(call.pk->rd_opfamily[i], opcintype, opcintype,
+		int column = 0; /* this key column's position in the index */
+		while (key_attnum(pk, column) != call.key.attnums[i])
+			column++;
+		Oid opcintype = pk->rd_opcintype[column];
+		Oid op = get_opfamily_member(pk->rd_opfamily[column], opcintype, opcintype,
 		                             BTEqualStrategyNumber);
 		if (!OidIsValid(op))
 			elog(ERROR, "fencing: no equality operator for primary key column %d", i + 1);
@@ -443,7 +468,7 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 	bool isnull[INDEX_MAX_KEYS];
 	for (int i = 0; i < nkeys; i++)
 		isnull[i] = false;
-	MarkKey key = mark_key(call.rel, call.pk, call.key.values, isnull);
+	MarkKey key = mark_key(call.rel, primary_key(call), key_in_index_order(call), isnull);
 	if (find_mark(key, stored) && !token_accepts(call.fence.mode, *stored, call.token))
 		return Outcome::stale;
 	return Outcome::missing;
@@ -456,7 +481,7 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 const char *describe_call_key(const Call &call)
 {
 	bool isnull[INDEX_MAX_KEYS] = {false};
-	const char *text = describe_key(call.pk, call.key.values, isnull);
+	const char *text = describe_key(primary_key(call), key_in_index_order(call), isnull);
 	return text ? text : JsonbToCString(nullptr, &call.key_json->root, VARSIZE(call.key_json));
 }
 
@@ -484,7 +509,9 @@ void open_target(Call *call, Oid relid)
 	if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
 		                errmsg("\"%s\" is not a table", RelationGetRelationName(call->rel))));
-	call->pk = open_primary_key(call->rel);
+	require_primary_key(call->rel);
+	call->key_attrs = RelationGetIndexAttrBitmap(call->rel, INDEX_ATTR_BITMAP_PRIMARY_KEY);
+	call->pk = nullptr;
 	fence_of_table(call->rel, &call->fence);
 }
 
@@ -553,7 +580,8 @@ FENCING_FUNCTION(fenced_update)
 		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
 		                errmsg("no row with key %s in relation \"%s\"", describe_call_key(call),
 		                       RelationGetRelationName(call.rel))));
-	index_close(call.pk, AccessShareLock);
+	if (call.pk != nullptr)
+		index_close(call.pk, AccessShareLock);
 	relation_close(call.rel, NoLock);
 	PG_RETURN_BOOL(outcome == Outcome::applied);
 }

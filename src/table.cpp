@@ -94,17 +94,21 @@ void fence_of_table(Relation rel, TableFence *fence)
 	fence->is_protected = false;
 }
 
-Relation open_primary_key(Relation rel)
+void require_primary_key(Relation rel)
 {
-	Oid pk = RelationGetPrimaryKeyIndex(rel);
-	if (!OidIsValid(pk))
+	if (!OidIsValid(RelationGetPrimaryKeyIndex(rel)))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("relation \"%s\" has no primary key", RelationGetRelationName(rel)),
 		                errdetail("Fencing tokens are tracked per row, and rows are named by "
 		                          "their primary key."),
 		                errhint("Add a primary key to the table (DEFERRABLE ones do not count: a "
 		                        "deferred unique check does not wait for a concurrent delete).")));
-	return index_open(pk, AccessShareLock);
+}
+
+Relation open_primary_key(Relation rel)
+{
+	require_primary_key(rel);
+	return index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
 }
 
 void key_values(Relation rel, Relation pk, HeapTuple tuple, Datum *values, bool *isnull)

@@ -40,6 +40,9 @@ void fence_of_table(Relation rel, TableFence *fence);
 /* Attribute number of a user column of `rel`, or InvalidAttrNumber. */
 AttrNumber user_column(Relation rel, const char *name);
 
+/* Errors (55000) if `rel` has no immediate primary key. */
+void require_primary_key(Relation rel);
+
 /* Opens the primary key index of `rel` (AccessShareLock); errors if it has none. */
 Relation open_primary_key(Relation rel);
 
