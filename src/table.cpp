@@ -22,13 +22,14 @@ namespace fencing
 
 AttrNumber user_column(Relation rel, const char *name)
 {
-	HeapTuple tuple = SearchSysCacheAttName(RelationGetRelid(rel), name);
-	if (!HeapTupleIsValid(tuple))
-		return InvalidAttrNumber;
-	Form_pg_attribute att = (Form_pg_attribute)GETSTRUCT(tuple);
-	AttrNumber attnum = att->attnum;
-	ReleaseSysCache(tuple);
-	return attnum > 0 ? attnum : InvalidAttrNumber;
+	/* The open relation's descriptor: cheaper than a syscache lookup by name. */
+	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < desc->natts; i++) {
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
+			return att->attnum;
+	}
+	return InvalidAttrNumber;
 }
 
 /* Checks that `name` is a bigint column of `rel` and returns its number. */
