@@ -36,6 +36,7 @@ struct Write {
 	TriggerData *trigger;
 	Relation rel;
 	const TableFence *fence;
+	const Bitmapset *key_attrs; /* primary key columns */
 };
 
 /*
@@ -105,23 +106,31 @@ bool upsert_token(Relation rel, int64 *token)
 	return true;
 }
 
-/* The table's settings, parsed once per statement and kept in fn_extra. */
-const TableFence *settings_of(FunctionCallInfo fcinfo, TriggerData *trigger)
+/* What a firing needs to know of its table, worked out once per statement. */
+struct TableInfo {
+	Oid trigger_oid;
+	TableFence fence;
+	Bitmapset *key_attrs;
+};
+
+/* The table's settings and key columns, kept in fn_extra for the statement. */
+const TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 {
-	struct Cached {
-		Oid trigger_oid;
-		TableFence fence;
-	};
-	auto *cached = static_cast<Cached *>(fcinfo->flinfo->fn_extra);
-	if (cached == nullptr || cached->trigger_oid != trigger->tg_trigger->tgoid) {
+	auto *info = static_cast<TableInfo *>(fcinfo->flinfo->fn_extra);
+	if (info == nullptr || info->trigger_oid != trigger->tg_trigger->tgoid) {
 		TableFence fence;
 		fence_from_trigger(trigger->tg_relation, trigger->tg_trigger, &fence);
-		cached = static_cast<Cached *>(MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(Cached)));
-		cached->trigger_oid = trigger->tg_trigger->tgoid;
-		cached->fence = fence;
-		fcinfo->flinfo->fn_extra = cached;
+		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+		Bitmapset *key_attrs =
+		    RelationGetIndexAttrBitmap(trigger->tg_relation, INDEX_ATTR_BITMAP_PRIMARY_KEY);
+		info = static_cast<TableInfo *>(palloc(sizeof(TableInfo)));
+		MemoryContextSwitchTo(old);
+		info->trigger_oid = trigger->tg_trigger->tgoid;
+		info->fence = fence;
+		info->key_attrs = key_attrs;
+		fcinfo->flinfo->fn_extra = info;
 	}
-	return &cached->fence;
+	return info;
 }
 
 /* "(id)=(101)" for a row, for error messages only. */
@@ -193,13 +202,6 @@ Datum guard_insert(const Write &w)
 	return PointerGetDatum(explicit_token ? row : with_token(w, row, presented));
 }
 
-/* Did the UPDATE assign any primary key column? */
-bool assigns_key(Relation rel, const Bitmapset *updated)
-{
-	Bitmapset *key = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_PRIMARY_KEY);
-	return bms_overlap(key, updated);
-}
-
 /* Do two rows have the same primary key values (by their text)? */
 bool same_key(Relation rel, HeapTuple a, HeapTuple b)
 {
@@ -225,7 +227,7 @@ Datum guard_update(const Write &w)
 	} else if (!session_token(&presented) && !upsert_token(w.rel, &presented))
 		presented = token_from_setting(w, old_row, "UPDATE", stored);
 	check(w, old_row, presented, stored);
-	if (assigns_key(w.rel, updated) && !same_key(w.rel, old_row, new_row))
+	if (bms_overlap(w.key_attrs, updated) && !same_key(w.rel, old_row, new_row))
 		remember_deleted_key(w, old_row, presented);
 	remember_update(w.rel, old_row, presented);
 	return PointerGetDatum(assigned ? new_row : with_token(w, new_row, presented));
@@ -283,7 +285,8 @@ FENCING_FUNCTION(guard)
 {
 	check_trigger_call(fcinfo);
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
-	Write w{trigger, trigger->tg_relation, settings_of(fcinfo, trigger)};
+	const TableInfo *info = table_info(fcinfo, trigger);
+	Write w{trigger, trigger->tg_relation, &info->fence, info->key_attrs};
 	if (TRIGGER_FIRED_AFTER(trigger->tg_event))
 		return guard_new_key(w);
 	if (TRIGGER_FIRED_BY_INSERT(trigger->tg_event))
