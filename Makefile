@@ -1,13 +1,17 @@
 # fencing: a PGXS build of a C++17 extension.
 
 EXTENSION = fencing
+EXTVERSION = 0.2.0
 MODULE_big = fencing
 OBJS = \
 	src/settings.o \
+	src/merge.o \
 	src/token.o \
 	src/errors.o \
 	src/table.o \
+	src/keys.o \
 	src/marks.o \
+	src/protect.o \
 	src/guard.o \
 	src/plan_cache.o \
 	src/fenced_update.o \
@@ -16,13 +20,15 @@ OBJS = \
 	src/tokens.o \
 	src/resources.o \
 	src/leases.o \
-	src/fence.o
+	src/fence.o \
+	src/upgrade.o
 
-DATA = sql/fencing--0.1.0.sql
+# One full script per release, plus an upgrade script from every earlier one.
+DATA = sql/fencing--$(EXTVERSION).sql sql/fencing--0.1.0--0.2.0.sql
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
-REGRESS = setup split_brain guard modes inputs marks fenced_update leases fence \
-	partitioned security plan_cache
+REGRESS = setup token_scope split_brain guard modes inputs marks lending truncate fenced_update leases fence \
+	partitioned security plan_cache nested
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 
 # isolation tests: test/isolation/specs/NAME.spec

@@ -2,7 +2,7 @@
 
 SELECT fencing.fence('inventory', 34) AS previous;
 SELECT fencing.fence('inventory', 34) AS previous;   -- monotonic: the same token again
-SELECT fencing.fence('inventory', 33);                -- older: FN001
+SELECT fencing.fence('inventory', 33);                -- older: 23T01
 \echo :LAST_ERROR_SQLSTATE
 SELECT fencing.fence('inventory', 40) AS previous;
 SELECT token FROM fencing.fences WHERE resource = 'inventory';

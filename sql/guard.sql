@@ -8,7 +8,7 @@ SELECT fencing.protect('items');
 SELECT column_name, data_type, is_nullable, column_default
 FROM information_schema.columns WHERE table_name = 'items' AND column_name = 'last_fencing_token';
 
--- UPDATE without any token: FN002, nothing changes.
+-- UPDATE without any token: 23T02, nothing changes.
 UPDATE items SET v = 'x' WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
 
@@ -35,7 +35,7 @@ UPDATE items SET last_fencing_token = 0 WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
 UPDATE items SET last_fencing_token = -12 WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
--- A stale assigned token: FN001.
+-- A stale assigned token: 23T01.
 UPDATE items SET v = 'late', last_fencing_token = 11 WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
 -- Monotonic: the same token may write again.
@@ -56,7 +56,7 @@ UPDATE items SET v = v || '!';
 COMMIT;
 SELECT * FROM items ORDER BY id;
 
--- INSERT: the token column if non-zero, else fencing.token, else FN002.
+-- INSERT: the token column if non-zero, else fencing.token, else 23T02.
 INSERT INTO items VALUES (4, 'four');
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO items VALUES (4, 'four', 7);
@@ -85,7 +85,7 @@ INSERT INTO items VALUES (4, 'four@29', 29) ON CONFLICT (id) DO UPDATE SET v = e
 UPDATE items SET v = 'no token' WHERE id = 4;
 \echo :LAST_ERROR_SQLSTATE
 
--- DELETE: fencing.token, else FN002; a stale token is FN001.
+-- DELETE: fencing.token, else 23T02; a stale token is 23T01.
 DELETE FROM items WHERE id = 5;
 \echo :LAST_ERROR_SQLSTATE
 BEGIN;

@@ -10,7 +10,7 @@ BEGIN;
 SET LOCAL fencing.token = 34;
 DELETE FROM jobs WHERE id = 1;
 COMMIT;
-SELECT relid, key, token FROM fencing.deleted_keys WHERE relid = 'jobs'::regclass;
+SELECT t.marks(t.img(1)) AS job_1;
 
 -- A (token 33) wakes and re-inserts it: rejected, by either token source.
 INSERT INTO jobs VALUES (1, 'zombie', 33);
@@ -56,7 +56,7 @@ BEGIN;
 SET LOCAL fencing.token = 90;
 DELETE FROM jobs WHERE id = 3;
 ROLLBACK;
-SELECT key, token FROM fencing.deleted_keys WHERE relid = 'jobs'::regclass ORDER BY key;
+SELECT t.marks(t.img(1)) AS job_1, t.marks(t.img(2)) AS job_2, t.marks(t.img(3)) AS job_3;
 
 -- An UPDATE that changes the key deletes the old key (its mark is recorded)
 -- and creates the new one (its mark is checked).
@@ -64,7 +64,7 @@ BEGIN;
 SET LOCAL fencing.token = 50;
 UPDATE jobs SET id = 30 WHERE id = 3;
 COMMIT;
-SELECT key, token FROM fencing.deleted_keys WHERE relid = 'jobs'::regclass ORDER BY key;
+SELECT t.marks(t.img(1)) AS job_1, t.marks(t.img(2)) AS job_2, t.marks(t.img(3)) AS job_3;
 INSERT INTO jobs VALUES (3, 'zombie', 49);
 \echo :LAST_ERROR_SQLSTATE
 -- Row 2 holds 41, so 45 passes the row, but key 3 was deleted under 50.
@@ -82,7 +82,7 @@ BEGIN;
 SET LOCAL fencing.token = 8;
 DELETE FROM bookings;
 COMMIT;
-SELECT key, token FROM fencing.deleted_keys WHERE relid = 'bookings'::regclass;
+SELECT t.marks(t.img('A"1'), date_send('2026-12-24')) AS booking;
 SELECT fencing.fenced_update('bookings', '{"room": "A\"1", "day": "2026-12-24"}', 7, '{"guest": "bob"}');
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO bookings VALUES ('A"1', '2026-12-24', 'bob', 7);
@@ -101,7 +101,7 @@ BEGIN;
 SET LOCAL fencing.token = 7;
 DELETE FROM reversed WHERE a = 2;
 COMMIT;
-SELECT key, token FROM fencing.deleted_keys WHERE relid = 'reversed'::regclass;
+SELECT t.marks(t.img('y'), t.img(2)) AS reversed_y_2;
 SELECT fencing.fenced_update('reversed', '{"a": 2, "b": "y"}', 6, '{"v": "zombie"}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT fencing.fenced_update('reversed', '{"a": 2, "b": "y"}', 8, '{"v": "zombie"}');
@@ -117,7 +117,7 @@ BEGIN;
 SET LOCAL fencing.token = 6;
 DELETE FROM prices;
 COMMIT;
-SELECT key, token FROM fencing.deleted_keys WHERE relid = 'prices'::regclass;
+SELECT t.marks(numeric_send(1)) AS price_1;
 INSERT INTO prices VALUES (1.00, 0, 5);
 \echo :LAST_ERROR_SQLSTATE
 SELECT fencing.fenced_update('prices', '{"amount": 1.000}', 5, '{}', 'skip');
@@ -149,5 +149,123 @@ INSERT INTO bulk SELECT g, 1 FROM generate_series(19990, 20000) g;
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO bulk SELECT g, 2 FROM generate_series(1, 20000) g;
 SELECT count(*) FROM bulk;
+
+-- A key's mark does not depend on any session setting.  A regclass key is a
+-- table's OID, whatever search_path makes of its name.
+CREATE SCHEMA s;
+CREATE TABLE s.target_a (); CREATE TABLE public.target_a ();
+CREATE TABLE reg_keys (rel regclass PRIMARY KEY, note text);
+SELECT fencing.protect('reg_keys');
+INSERT INTO reg_keys VALUES ('s.target_a', 'x', 90);
+BEGIN;
+SET LOCAL fencing.token = 100;
+DELETE FROM reg_keys WHERE rel = 's.target_a'::regclass;
+COMMIT;
+\set VERBOSITY terse
+SET search_path = s, public;
+INSERT INTO reg_keys VALUES ('target_a', 'zombie', 50);
+\echo :LAST_ERROR_SQLSTATE
+RESET search_path;
+INSERT INTO reg_keys VALUES ('s.target_a', 'zombie', 50);
+\echo :LAST_ERROR_SQLSTATE
+-- public.target_a is another table, hence another key.
+INSERT INTO reg_keys VALUES ('public.target_a', 'other', 50);
+\set VERBOSITY default
+SELECT t.marks(oidsend('s.target_a'::regclass)) AS s_target_a;
+
+-- Times, dates, floats, bytea and money, deleted under some settings and
+-- re-inserted under others.
+CREATE TABLE styled (at timestamptz, day date, f float8, b bytea, m money,
+                     PRIMARY KEY (at, day, f, b, m));
+SELECT fencing.protect('styled');
+SET TimeZone = 'Asia/Tokyo'; SET DateStyle = 'SQL, DMY'; SET extra_float_digits = 0;
+SET bytea_output = 'escape'; SET lc_monetary = 'C';
+INSERT INTO styled VALUES ('2026-12-24 18:00', '24/12/2026', 0.1, '\x00ff', 12.5, 1);
+BEGIN;
+SET LOCAL fencing.token = 8;
+DELETE FROM styled;
+COMMIT;
+RESET TimeZone; RESET DateStyle; RESET extra_float_digits; RESET bytea_output;
+SET TimeZone = 'UTC';
+INSERT INTO styled VALUES ('2026-12-24 09:00+00', '2026-12-24', 0.1, '\x00ff', 12.5, 7);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO styled VALUES ('2026-12-24 09:00+00', '2026-12-24', 0.1, '\x00ff', 12.5, 8);
+RESET TimeZone;
+SELECT count(*) AS rows FROM styled;
+
+-- Strings are their bytes in the database encoding, not in the client's.
+CREATE TABLE words (w text PRIMARY KEY);
+SELECT fencing.protect('words');
+SET client_encoding = 'LATIN1';
+INSERT INTO words VALUES (convert_from('\xc3a9'::bytea, 'UTF8'), 3);
+BEGIN;
+SET LOCAL fencing.token = 4;
+DELETE FROM words;
+COMMIT;
+RESET client_encoding;
+INSERT INTO words VALUES (convert_from('\xc3a9'::bytea, 'UTF8'), 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT t.marks('\xc3a9'::bytea) AS e_acute;
+
+-- char(n) padding and integer width do not make another key either: 'a' is
+-- 'a   ', and an int key that becomes bigint keeps its marks.
+CREATE TABLE codes (c char(4), n int, PRIMARY KEY (c, n));
+SELECT fencing.protect('codes');
+INSERT INTO codes VALUES ('a', 1, 5);
+BEGIN;
+SET LOCAL fencing.token = 6;
+DELETE FROM codes;
+COMMIT;
+INSERT INTO codes VALUES ('a  ', 1, 5);
+\echo :LAST_ERROR_SQLSTATE
+-- (The guard's AFTER UPDATE trigger compares the key columns: unprotect the
+-- table to change their type; its marks stay.)
+ALTER TABLE codes ALTER COLUMN n TYPE bigint;
+SELECT fencing.unprotect('codes');
+ALTER TABLE codes ALTER COLUMN n TYPE bigint;
+SELECT fencing.protect('codes');
+INSERT INTO codes VALUES ('a', 1, 5);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO codes VALUES ('a', 1, 6);
+
+-- Enums are named by their label (dump/restore renumbers their OIDs).
+CREATE TYPE mood AS ENUM ('sad', 'happy');
+CREATE TABLE moods (m mood PRIMARY KEY);
+SELECT fencing.protect('moods');
+INSERT INTO moods VALUES ('happy', 2);
+BEGIN;
+SET LOCAL fencing.token = 3;
+DELETE FROM moods;
+COMMIT;
+INSERT INTO moods VALUES ('happy', 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT t.marks(t.img('happy')) AS happy;
+
+-- Every key the table accepts can be deleted: a mark has a bounded size
+-- (a 1,440-byte bytea, a 2,700-character text, a 200,000-character text that
+-- the index stores compressed).
+CREATE TABLE blobs (k bytea PRIMARY KEY);
+SELECT fencing.protect('blobs');
+INSERT INTO blobs VALUES (decode(repeat('ab', 1440), 'hex'), 1);
+CREATE TABLE long_texts (k text PRIMARY KEY);
+SELECT fencing.protect('long_texts');
+INSERT INTO long_texts
+SELECT string_agg(chr(65 + (g * 7919) % 26), ''), 1 FROM generate_series(1, 2700) g;
+INSERT INTO long_texts VALUES (repeat('ab', 100000), 1);
+BEGIN;
+SET LOCAL fencing.token = 2;
+DELETE FROM blobs;
+DELETE FROM long_texts;
+COMMIT;
+SELECT relid, count(*), min(token) FROM fencing.deleted_keys
+WHERE relid IN ('blobs'::regclass, 'long_texts'::regclass) GROUP BY 1 ORDER BY relid::text;
+INSERT INTO blobs VALUES (decode(repeat('ab', 1440), 'hex'), 1);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO long_texts VALUES (repeat('ab', 100000), 1);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO long_texts VALUES (repeat('ab', 100000), 2);
+DROP TABLE reg_keys, s.target_a, public.target_a, styled, words, codes, moods, blobs, long_texts;
+DROP SCHEMA s;
+DROP TYPE mood;
 
 DROP TABLE jobs, bookings, bulk;

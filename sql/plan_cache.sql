@@ -39,3 +39,37 @@ INSERT INTO cached2 VALUES ('1', 'x');
 SELECT fencing.fenced_update('cached2', '{"ident": "1"}', 1, '{"alpha": "new table"}');
 SELECT * FROM cached2;
 DROP TABLE cached2;
+
+-- The cache is bounded: 400 different sets of changed columns keep at most
+-- 128 shapes (two plans each) ...
+CREATE TABLE wide (id int PRIMARY KEY, c1 int, c2 int, c3 int, c4 int, c5 int, c6 int, c7 int,
+                   c8 int, c9 int);
+SELECT fencing.protect('wide');
+INSERT INTO wide VALUES (1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1);
+DO $$
+BEGIN
+	FOR i IN 1 .. 400 LOOP
+		PERFORM fencing.fenced_update('wide', '{"id": 1}', 1,
+			(SELECT jsonb_object_agg('c' || b, i) FROM generate_series(1, 9) b
+			 WHERE i & (1 << (b - 1)) <> 0));
+	END LOOP;
+END
+$$;
+SELECT count(*) BETWEEN 2 AND 256 AS bounded FROM pg_backend_memory_contexts
+WHERE name = 'CachedPlanSource' AND ident LIKE '%public.wide%';
+SELECT * FROM wide;
+-- ... and forgets the plans of dropped tables: 300 temporary tables made,
+-- written and dropped leave the plans of one at most.
+DO $$
+BEGIN
+	FOR i IN 1 .. 300 LOOP
+		CREATE TEMP TABLE scratch (id int PRIMARY KEY, v int, last_fencing_token bigint NOT NULL DEFAULT 0);
+		INSERT INTO scratch VALUES (1, 0);
+		PERFORM fencing.fenced_update('scratch', '{"id": 1}', i, jsonb_build_object('v', i));
+		DROP TABLE scratch;
+	END LOOP;
+END
+$$;
+SELECT count(*) <= 2 AS forgotten FROM pg_backend_memory_contexts
+WHERE name = 'CachedPlanSource' AND ident LIKE '%scratch%';
+DROP TABLE wide;

@@ -25,14 +25,15 @@ COMMIT;
 INSERT INTO vault VALUES (3, 'regress_fencing_writer', 'zombie', 5);
 \echo :LAST_ERROR_SQLSTATE
 SELECT t.error_of($$SELECT * FROM fencing.deleted_keys$$);
-SELECT t.error_of($$INSERT INTO fencing.deleted_keys VALUES ('vault', '{1}', 1)$$);
+SELECT t.error_of($$INSERT INTO fencing.deleted_keys VALUES ('vault', sha256(''), 1)$$);
+SELECT t.error_of($$INSERT INTO fencing.floors VALUES ('vault', 1)$$);
 SELECT t.error_of($$UPDATE fencing.deleted_keys SET token = 1$$);
 SELECT t.error_of($$DELETE FROM fencing.deleted_keys$$);
 SELECT t.error_of($$TRUNCATE fencing.deleted_keys$$);
 -- It can read which tables are protected.
 SELECT relation, token_column, mode FROM fencing.protected_tables WHERE relation = 'vault'::regclass;
 RESET ROLE;
-SELECT relid, key, token FROM fencing.deleted_keys WHERE relid = 'vault'::regclass;
+SELECT t.marks(t.img(3)) AS vault_3;
 
 -- A role without UPDATE cannot change the table through fenced_update().
 SET ROLE regress_fencing_reader;
@@ -56,6 +57,22 @@ SELECT t.error_of($$SELECT fencing.fenced_update('vault', '{"id": 2}', 7, '{"sec
 SELECT t.error_of($$SELECT fencing.fenced_update('vault', '{"id": 1}', 8, '{"owner": "someone_else"}')$$);
 RESET ROLE;
 SELECT * FROM vault ORDER BY id;
+-- Keys the policy hides tell nothing: a deleted hidden key is "no row" to
+-- fenced_update(), like a live hidden one, not stale with its token; and an
+-- insert refused by a hidden key's mark does not print the key or its token.
+INSERT INTO vault VALUES (4, 'someone_else', 's4', 70);
+BEGIN;
+SET LOCAL fencing.token = 77;
+DELETE FROM vault WHERE id = 4;
+COMMIT;
+SET ROLE regress_fencing_writer;
+SELECT t.error_of($$SELECT fencing.fenced_update('vault', '{"id": 2}', 7, '{"secret": "x"}')$$);
+SELECT t.error_of($$SELECT fencing.fenced_update('vault', '{"id": 4}', 7, '{"secret": "x"}')$$);
+SELECT t.error_of($$SELECT fencing.fenced_update('vault', '{"id": 4}', 7, '{}', 'skip')$$);
+INSERT INTO vault VALUES (4, 'regress_fencing_writer', 'mine now', 76);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT fencing.fenced_update('vault', '{"id": 4}', 7, '{}', 'skip');
 ALTER TABLE vault DISABLE ROW LEVEL SECURITY;
 
 -- Objects planted earlier in search_path are never picked up.

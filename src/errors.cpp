@@ -1,5 +1,5 @@
 /*
- * FN001 and FN002, worded once for the guard trigger, fenced_update() and fence().
+ * 23T01 and 23T02, worded once for the guard trigger, fenced_update() and fence().
  */
 #include "errors.hpp"
 
@@ -11,14 +11,30 @@ extern "C" {
 namespace fencing
 {
 
+const char *const all_rows = "all rows";
+
+/* "Relation public.t, key (id)=(1)" or "Relation public.t, all rows" for DETAIL. */
+static const char *detail_subject(Relation rel, const char *key)
+{
+	if (key == all_rows)
+		return psprintf("Relation %s, all rows", relation_display_name(rel));
+	return psprintf("Relation %s, key %s", relation_display_name(rel), key ? key : "(not visible)");
+}
+
 char *relation_display_name(Relation rel)
 {
 	return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 	                                  RelationGetRelationName(rel));
 }
 
+/* A stored token for DETAIL: its number, or "(not visible)". */
+static const char *token_text(int64 token)
+{
+	return token == hidden_token ? "(not visible)" : psprintf(INT64_FORMAT, token);
+}
+
 /*
- * FN001: `target` names what was written in the message ("relation \"t\""),
+ * 23T01: `target` names what was written in the message ("relation \"t\""),
  * `subject` in DETAIL ("Relation public.t, key (id)=(1)"); `rel` may be NULL.
  */
 [[noreturn]] static void stale(Relation rel, const char *target, const char *subject, Mode mode,
@@ -28,8 +44,8 @@ char *relation_display_name(Relation rel)
 	    ERROR,
 	    (errcode(ERRCODE_FENCING_STALE_TOKEN),
 	     errmsg("stale fencing token " INT64_FORMAT " for %s", presented, target),
-	     errdetail("%s: presented token " INT64_FORMAT ", stored token " INT64_FORMAT " (%s mode).",
-	               subject, presented, stored, mode_name(mode)),
+	     errdetail("%s: presented token " INT64_FORMAT ", stored token %s (%s mode).", subject,
+	               presented, token_text(stored), mode_name(mode)),
 	     errhint("A newer lock holder has taken over: stop, roll back, and acquire the lock "
 	             "again for a new token."),
 	     rel ? errtable(rel) : 0));
@@ -38,9 +54,8 @@ char *relation_display_name(Relation rel)
 
 void report_stale(Relation rel, const char *key, Mode mode, int64 presented, int64 stored)
 {
-	stale(rel, psprintf("relation \"%s\"", RelationGetRelationName(rel)),
-	      psprintf("Relation %s, key %s", relation_display_name(rel), key ? key : "(not visible)"),
-	      mode, presented, stored);
+	stale(rel, psprintf("relation \"%s\"", RelationGetRelationName(rel)), detail_subject(rel, key), mode,
+	      presented, stored);
 }
 
 void report_stale_resource(const char *resource, int64 presented, int64 stored)
@@ -55,10 +70,12 @@ void report_missing(Relation rel, const char *key, const char *operation, int64 
 	        (errcode(ERRCODE_FENCING_MISSING_TOKEN),
 	         errmsg("missing fencing token for %s on relation \"%s\"", operation,
 	                RelationGetRelationName(rel)),
-	         errdetail("Relation %s, key %s: no token presented, stored token " INT64_FORMAT ".",
-	                   relation_display_name(rel), key ? key : "(not visible)", stored),
-	         errhint("Assign the token column in the statement, or run SET LOCAL fencing.token "
-	                 "= <token> in the transaction first."),
+	         errdetail("%s: no token presented, stored token " INT64_FORMAT ".", detail_subject(rel, key),
+	                   stored),
+	         strcmp(operation, "UPDATE") == 0 || strcmp(operation, "INSERT") == 0
+	             ? errhint("Assign the token column in the statement, or run SET LOCAL "
+	                       "fencing.token = <token> in the transaction first.")
+	             : errhint("Run SET LOCAL fencing.token = <token> in the transaction first."),
 	         errtable(rel)));
 	pg_unreachable();
 }

@@ -1,5 +1,8 @@
 /*
- * The extension's own SQLSTATEs (class FN) and the errors that carry them.
+ * The extension's own SQLSTATEs and the errors that carry them.  Both are in
+ * class 23 (integrity constraint violation), so that drivers raise them as
+ * the exception a refused write is expected to be (psycopg IntegrityError,
+ * JDBC SQLIntegrityConstraintViolationException, ...).
  */
 #pragma once
 
@@ -9,25 +12,32 @@ extern "C" {
 #include "utils/rel.h"
 }
 
-/* FN001: the presented token is older than the stored one (or equal, in strict mode). */
-#define ERRCODE_FENCING_STALE_TOKEN MAKE_SQLSTATE('F', 'N', '0', '0', '1')
-/* FN002: a write to a protected table carries no token. */
-#define ERRCODE_FENCING_MISSING_TOKEN MAKE_SQLSTATE('F', 'N', '0', '0', '2')
+/* 23T01: the presented token is older than the stored one (or equal, in strict mode). */
+#define ERRCODE_FENCING_STALE_TOKEN MAKE_SQLSTATE('2', '3', 'T', '0', '1')
+/* 23T02: a write to a protected table carries no token. */
+#define ERRCODE_FENCING_MISSING_TOKEN MAKE_SQLSTATE('2', '3', 'T', '0', '2')
 
 namespace fencing
 {
 
+/* A stored token the caller may not learn (row-level security hides the key). */
+constexpr int64 hidden_token = -1;
+
+/* The key description of a statement that writes every row (TRUNCATE). */
+extern const char *const all_rows;
+
 /*
- * Raises FN001 for a write to `rel` (key described by `key`, may be NULL when
- * the caller may not see it) that presented `presented` against `stored`.
+ * Raises 23T01 for a write to `rel` (key described by `key`, NULL when the
+ * caller may not see it) that presented `presented` against `stored`
+ * (hidden_token when the caller may not learn it).
  */
 [[noreturn]] void report_stale(Relation rel, const char *key, Mode mode, int64 presented,
                                int64 stored);
 
-/* Raises FN001 for fence() on `resource`. */
+/* Raises 23T01 for fence() on `resource`. */
 [[noreturn]] void report_stale_resource(const char *resource, int64 presented, int64 stored);
 
-/* Raises FN002 for an `operation` ("UPDATE", ...) on `rel` that carries no token. */
+/* Raises 23T02 for an `operation` ("UPDATE", ...) on `rel` that carries no token. */
 [[noreturn]] void report_missing(Relation rel, const char *key, const char *operation,
                                  int64 stored);
 

@@ -4,6 +4,7 @@
  * token accepts `token`, run with the caller's rights through cached plans.
  */
 #include "errors.hpp"
+#include "keys.hpp"
 #include "marks.hpp"
 #include "plan_cache.hpp"
 #include "table.hpp"
@@ -26,6 +27,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
+#include "utils/rls.h"
 }
 
 using namespace fencing;
@@ -40,6 +42,7 @@ struct Columns {
 	Datum *values;
 	char *nulls; /* SPI style: 'n' or ' ' */
 };
+FENCING_PLAIN_DATA(Columns);
 
 /* One call's arguments and what they resolve to. */
 struct Call {
@@ -53,6 +56,7 @@ struct Call {
 	Jsonb *key_json; /* the caller's key, for messages */
 	Columns changes;
 };
+FENCING_PLAIN_DATA(Call);
 
 /* The text of a non-null JSON value: a string's content, a number or boolean literal, JSON text. */
 char *plain_text(const JsonbValue &v)
@@ -130,49 +134,24 @@ char *json_text(const JsonbValue &v, Oid type)
 	return plain_text(v);
 }
 
-/* A type's input function, looked up once per backend (types do not change their I/O). */
-struct TypeInput {
-	Oid type;
-	Oid ioparam;
-	FmgrInfo input;
-};
-
-const TypeInput *type_input(Oid type)
-{
-	static HTAB *cache = nullptr;
-	if (cache == nullptr) {
-		HASHCTL ctl;
-		ctl.keysize = sizeof(Oid);
-		ctl.entrysize = sizeof(TypeInput);
-		ctl.hcxt = TopMemoryContext;
-		cache = hash_create("fencing type input functions", 32, &ctl,
-		                    HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
-	bool found;
-	auto *entry = static_cast<TypeInput *>(hash_search(cache, &type, HASH_FIND, &found));
-	if (entry != nullptr)
-		return entry;
-	Oid input, ioparam;
-	getTypeInputInfo(type, &input, &ioparam);
-	FmgrInfo info;
-	fmgr_info_cxt(input, &info, TopMemoryContext);
-	entry = static_cast<TypeInput *>(hash_search(cache, &type, HASH_ENTER, &found));
-	entry->ioparam = ioparam;
-	entry->input = info;
-	return entry;
-}
-
 /* Converts `text` with the column's input function; a bad value names the column. */
 Datum column_value(Relation rel, AttrNumber attnum, const char *text)
 {
 	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
-	const TypeInput *in = type_input(att->atttypid);
+	Oid input, ioparam;
+	getTypeInputInfo(att->atttypid, &input, &ioparam);
+	/*
+	 * A FmgrInfo of this call's own: an input function keeps state in
+	 * fn_extra (a domain its CHECK's), and a fenced_update() nested in that
+	 * CHECK must not reset what this one is still using.
+	 */
+	auto *info = static_cast<FmgrInfo *>(palloc(sizeof(FmgrInfo)));
+	fmgr_info(input, info);
 	MemoryContext context = CurrentMemoryContext;
 	volatile Datum value = 0;
 	PG_TRY();
 	{
-		value = InputFunctionCall(const_cast<FmgrInfo *>(&in->input), const_cast<char *>(text),
-		                          in->ioparam, att->atttypmod);
+		value = InputFunctionCall(info, const_cast<char *>(text), ioparam, att->atttypmod);
 	}
 	PG_CATCH();
 	{
@@ -243,10 +222,10 @@ Relation primary_key(const Call &call)
 /* The key values in the primary key index's column order. */
 Datum *key_in_index_order(const Call &call)
 {
-	Relation pk = primary_key(call);
-	Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * key_count(pk)));
-	for (int i = 0; i < key_count(pk); i++)
-		values[i] = call.key.values[key_position(call, key_attnum(pk, i))];
+	KeyColumns key = key_columns(primary_key(call));
+	Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * key.count));
+	for (int i = 0; i < key.count; i++)
+		values[i] = call.key.values[key_position(call, key.attnums[i])];
 	return values;
 }
 
@@ -326,36 +305,18 @@ const char *column_name(Relation rel, AttrNumber attnum)
 	return quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname));
 }
 
-/* OPERATOR(schema.name) of an operator, for SQL immune to search_path. */
-const char *qualified_operator(Oid op)
-{
-	HeapTuple tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(op));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "fencing: cache lookup failed for operator %u", op);
-	Form_pg_operator form = (Form_pg_operator)GETSTRUCT(tuple);
-	char *text =
-	    psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(form->oprnamespace)),
-	             NameStr(form->oprname));
-	ReleaseSysCache(tuple);
-	return text;
-}
-
 /* "k1" OPERATOR(s.=) $n AND ...: the primary key's own equality, schema-qualified. */
 void append_key_match(StringInfo sql, const Call &call, int first_param)
 {
 	Relation pk = primary_key(call);
 	for (int i = 0; i < call.key.count; i++) {
+		KeyColumns key = key_columns(pk);
 		int column = 0; /* this key column's position in the index */
-		while (key_attnum(pk, column) != call.key.attnums[i])
+		while (key.attnums[column] != call.key.attnums[i])
 			column++;
-		Oid opcintype = pk->rd_opcintype[column];
-		Oid op = get_opfamily_member(pk->rd_opfamily[column], opcintype, opcintype,
-		                             BTEqualStrategyNumber);
-		if (!OidIsValid(op))
-			elog(ERROR, "fencing: no equality operator for primary key column %d", i + 1);
 		appendStringInfo(sql, "%s%s %s $%d", i > 0 ? " AND " : "",
-		                 column_name(call.rel, call.key.attnums[i]), qualified_operator(op),
-		                 first_param + i);
+		                 column_name(call.rel, call.key.attnums[i]),
+		                 key_equality_operator(pk, column), first_param + i);
 	}
 }
 
@@ -465,11 +426,17 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 		return token_accepts(call.fence.mode, *stored, call.token) ? Outcome::skipped
 		                                                           : Outcome::stale;
 	}
-	bool isnull[INDEX_MAX_KEYS];
-	for (int i = 0; i < nkeys; i++)
-		isnull[i] = false;
-	MarkKey key = mark_key(call.rel, primary_key(call), key_in_index_order(call), isnull);
-	if (find_mark(key, stored) && !token_accepts(call.fence.mode, *stored, call.token))
+	/*
+	 * No row.  Under row security the row may be one the caller cannot see,
+	 * and its marks would tell a hidden deleted key from a missing one.
+	 */
+	if (check_enable_rls(RelationGetRelid(call.rel), InvalidOid, true) == RLS_ENABLED)
+		return Outcome::missing;
+	bool isnull[INDEX_MAX_KEYS] = {false};
+	KeyHash key = key_hash(call.rel, key_columns(primary_key(call)), key_in_index_order(call),
+	                       isnull);
+	if (find_high_water(mark_scope(call.rel), key, stored) &&
+	    !token_accepts(call.fence.mode, *stored, call.token))
 		return Outcome::stale;
 	return Outcome::missing;
 }

@@ -1,16 +1,22 @@
 /*
- * fencing.guard(): the row triggers that fencing.protect() installs.
+ * fencing.guard(): the triggers that fencing.protect() installs.
  *
- * BEFORE INSERT OR UPDATE OR DELETE: finds the token a write presents,
- * compares it with the row's stored token, refuses stale and unfenced writes,
- * writes the token into the row and records the mark of a key that goes away.
+ * BEFORE INSERT OR UPDATE OR DELETE, for each row: finds the token the write
+ * presents, compares it with the row's stored token, refuses stale and
+ * unfenced writes, writes the token into the row and records the mark of a
+ * deleted key.
  *
- * AFTER INSERT OR UPDATE OF <primary key>: compares the token of a key that
- * appears with the mark of its last deletion.  This runs after the unique
- * index check, which waits for any transaction deleting the same key, so the
+ * AFTER INSERT, and AFTER UPDATE when the key changed: records the mark of
+ * the key that went away and compares the new key with its high-water mark
+ * (its deletions and the table's floor).  This runs after the unique index
+ * check, which waits for any transaction deleting the same key, so that
  * deletion's mark is committed and visible by then.  No extra lock is taken.
+ *
+ * BEFORE TRUNCATE: the statement presents a token as a DELETE of every row
+ * would, and leaves the table a floor that every new key must follow.
  */
 #include "errors.hpp"
+#include "keys.hpp"
 #include "marks.hpp"
 #include "settings.hpp"
 #include "table.hpp"
@@ -18,12 +24,15 @@
 extern "C" {
 #include "access/genam.h"
 #include "access/htup_details.h"
-#include "access/sysattr.h"
-#include "access/xact.h"
-#include "storage/itemptr.h"
-#include "storage/proc.h"
-#include "nodes/bitmapset.h"
-#include "utils/lsyscache.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_inherits.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/datum.h"
+#include "utils/memutils.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
 }
 
 using namespace fencing;
@@ -31,109 +40,96 @@ using namespace fencing;
 namespace
 {
 
-/* What one firing needs: the trigger data and the table's settings. */
-struct Write {
-	TriggerData *trigger;
-	Relation rel;
-	const TableFence *fence;
-	const Bitmapset *key_attrs; /* primary key columns */
+struct TableInfo;
+
+/*
+ * A token that one firing of the BEFORE trigger lends to the next firing of
+ * the same trigger on the same result relation, while the executor is still
+ * on the same input row: the lend lives in the per-tuple memory that the
+ * executor resets before the next row, and the next firing takes it, whatever
+ * it is.  Only two statement shapes make such a pair, and the borrower checks
+ * that it is the one it expects:
+ *  - INSERT ... ON CONFLICT DO UPDATE: the UPDATE of the conflicting row
+ *    follows the INSERT of the proposed row, and may present its token if
+ *    both rows have the same primary key;
+ *  - an UPDATE that moves a row to another partition: the DELETE of that very
+ *    row version follows its UPDATE and presents the UPDATE's token.
+ * Any other write - another row, another statement (CTEs included), another
+ * result relation, a nested statement - finds no lend and presents only its
+ * own token.
+ */
+struct Lend {
+	TableInfo *owner;
+	MemoryContextCallback forget; /* clears owner->lend when the row's memory goes */
+	bool from_insert;             /* the proposed row of an INSERT, or an UPDATE */
+	int64 token;
+	ItemPointerData row; /* UPDATE: the row version being updated */
+	Datum key[INDEX_MAX_KEYS]; /* INSERT: the proposed key, copied into per-tuple memory */
+	bool key_isnull[INDEX_MAX_KEYS];
 };
+FENCING_PLAIN_DATA(Lend);
 
-/*
- * The token of the last UPDATE this backend let through.  PostgreSQL runs an
- * UPDATE that moves a row to another partition as DELETE + INSERT, and the
- * DELETE of that very row version carries no token of its own.
- */
-struct {
-	LocalTransactionId xact;
-	SubTransactionId subxact;
-	Oid relid;
-	ItemPointerData row;
-	int64 token;
-} last_update;
-
-void remember_update(Relation rel, HeapTuple row, int64 token)
-{
-	last_update.xact = MyProc->lxid;
-	last_update.subxact = GetCurrentSubTransactionId();
-	last_update.relid = RelationGetRelid(rel);
-	last_update.row = row->t_self;
-	last_update.token = token;
-}
-
-/* The token of the UPDATE that is moving `row` out of `rel`, if that is what this DELETE is. */
-bool moving_update_token(Relation rel, HeapTuple row, int64 *token)
-{
-	if (last_update.xact != MyProc->lxid || last_update.subxact != GetCurrentSubTransactionId() ||
-	    last_update.relid != RelationGetRelid(rel) ||
-	    !ItemPointerEquals(&last_update.row, &row->t_self))
-		return false;
-	*token = last_update.token;
-	last_update.relid = InvalidOid;
-	return true;
-}
-
-/*
- * The token the last INSERT of this statement presented.  In INSERT ... ON
- * CONFLICT DO UPDATE, the UPDATE of the conflicting row comes right after the
- * proposed row's INSERT trigger, and presents the same token.
- */
-struct {
-	LocalTransactionId xact;
-	SubTransactionId subxact;
-	CommandId command;
-	Oid relid;
-	int64 token;
-} last_insert;
-
-void remember_insert(Relation rel, int64 token)
-{
-	last_insert.xact = MyProc->lxid;
-	last_insert.subxact = GetCurrentSubTransactionId();
-	last_insert.command = GetCurrentCommandId(false);
-	last_insert.relid = RelationGetRelid(rel);
-	last_insert.token = token;
-}
-
-/* The token of this statement's INSERT into `rel`, for its ON CONFLICT DO UPDATE. */
-bool upsert_token(Relation rel, int64 *token)
-{
-	if (last_insert.xact != MyProc->lxid || last_insert.subxact != GetCurrentSubTransactionId() ||
-	    last_insert.command != GetCurrentCommandId(false) ||
-	    last_insert.relid != RelationGetRelid(rel))
-		return false;
-	*token = last_insert.token;
-	return true;
-}
-
-/* What a firing needs to know of its table, worked out once per statement. */
+/* What a trigger needs to know of its table, worked out once per statement (fn_extra). */
 struct TableInfo {
 	Oid trigger_oid;
 	TableFence fence;
-	Bitmapset *key_attrs;
+	KeyColumns key;
+	bool scope_known;
+	MarkScope scope; /* where marks of this relation's keys live */
+	Lend *lend;
 };
+FENCING_PLAIN_DATA(TableInfo);
 
-/* The table's settings and key columns, kept in fn_extra for the statement. */
-const TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
+void forget_lend(void *arg)
+{
+	auto *lend = static_cast<Lend *>(arg);
+	if (lend->owner->lend == lend)
+		lend->owner->lend = nullptr;
+}
+
+/* Lends `token` to the next firing on this trigger, for this input row only. */
+Lend *lend_next(TableInfo *info, bool from_insert, int64 token)
+{
+	auto *lend = static_cast<Lend *>(palloc(sizeof(Lend)));
+	lend->owner = info;
+	lend->from_insert = from_insert;
+	lend->token = token;
+	lend->forget.func = forget_lend;
+	lend->forget.arg = lend;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, &lend->forget);
+	info->lend = lend;
+	return lend;
+}
+
+/* The settings and key columns of the trigger's table, kept in fn_extra for the statement. */
+TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 {
 	auto *info = static_cast<TableInfo *>(fcinfo->flinfo->fn_extra);
 	if (info == nullptr || info->trigger_oid != trigger->tg_trigger->tgoid) {
 		TableFence fence;
 		fence_from_trigger(trigger->tg_relation, trigger->tg_trigger, &fence);
-		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-		Bitmapset *key_attrs =
-		    RelationGetIndexAttrBitmap(trigger->tg_relation, INDEX_ATTR_BITMAP_PRIMARY_KEY);
-		info = static_cast<TableInfo *>(palloc(sizeof(TableInfo)));
-		MemoryContextSwitchTo(old);
+		Relation pk = open_primary_key(trigger->tg_relation);
+		info = static_cast<TableInfo *>(MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
+		                                                       sizeof(TableInfo)));
 		info->trigger_oid = trigger->tg_trigger->tgoid;
 		info->fence = fence;
-		info->key_attrs = key_attrs;
+		info->key = key_columns(pk);
+		index_close(pk, AccessShareLock);
 		fcinfo->flinfo->fn_extra = info;
 	}
 	return info;
 }
 
-/* "(id)=(101)" for a row, for error messages only. */
+/* What one firing needs: the trigger data and the table's settings. */
+struct Write {
+	TriggerData *trigger;
+	Relation rel;
+	TableInfo *info;
+	const TableFence *fence;
+};
+FENCING_PLAIN_DATA(Write);
+
+/* "(id)=(101)" for a row, for error messages only; NULL if the user may not see it. */
 const char *describe_row(Relation rel, HeapTuple row)
 {
 	if (!OidIsValid(RelationGetPrimaryKeyIndex(rel)))
@@ -141,25 +137,13 @@ const char *describe_row(Relation rel, HeapTuple row)
 	Relation pk = open_primary_key(rel);
 	Datum values[INDEX_MAX_KEYS];
 	bool isnull[INDEX_MAX_KEYS];
-	key_values(rel, pk, row, values, isnull);
+	key_values(rel, key_columns(pk), row, values, isnull);
 	const char *text = describe_key(pk, values, isnull);
 	index_close(pk, AccessShareLock);
 	return text;
 }
 
-/* The mark key of a row. */
-MarkKey row_mark_key(Relation rel, HeapTuple row)
-{
-	Relation pk = open_primary_key(rel);
-	Datum values[INDEX_MAX_KEYS];
-	bool isnull[INDEX_MAX_KEYS];
-	key_values(rel, pk, row, values, isnull);
-	MarkKey key = mark_key(rel, pk, values, isnull);
-	index_close(pk, AccessShareLock);
-	return key;
-}
-
-/* The token from fencing.token, or FN002. */
+/* The token from fencing.token, or 23T02. */
 int64 token_from_setting(const Write &w, HeapTuple row, const char *operation, int64 stored)
 {
 	int64 token;
@@ -175,10 +159,16 @@ void check(const Write &w, HeapTuple row, int64 presented, int64 stored)
 		report_stale(w.rel, describe_row(w.rel, row), w.fence->mode, presented, stored);
 }
 
-/* A key about to disappear (DELETE, or UPDATE away from it): its mark outlives the row. */
-void remember_deleted_key(const Write &w, HeapTuple row, int64 presented)
+/* Where this table's marks live: worked out once per statement. */
+const MarkScope &scope_of(const Write &w)
 {
-	record_mark(row_mark_key(w.rel, row), presented);
+	if (!w.info->scope_known) {
+		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(w.info));
+		w.info->scope = mark_scope(w.rel);
+		MemoryContextSwitchTo(old);
+		w.info->scope_known = true;
+	}
+	return w.info->scope;
 }
 
 /* Writes `token` into the row's token column. */
@@ -190,6 +180,16 @@ HeapTuple with_token(const Write &w, HeapTuple row, int64 token)
 	return heap_modify_tuple_by_cols(row, RelationGetDescr(w.rel), 1, &column, &value, &isnull);
 }
 
+/* Is `row`'s key the key the upsert proposed? */
+bool proposed_key(const Write &w, const Lend &lend, HeapTuple row)
+{
+	Datum values[INDEX_MAX_KEYS];
+	bool isnull[INDEX_MAX_KEYS];
+	key_values(w.rel, w.info->key, row, values, isnull);
+	return key_hash(w.rel, w.info->key, values, isnull) ==
+	       key_hash(w.rel, w.info->key, lend.key, lend.key_isnull);
+}
+
 Datum guard_insert(const Write &w)
 {
 	HeapTuple row = w.trigger->tg_trigtuple;
@@ -198,85 +198,165 @@ Datum guard_insert(const Write &w)
 	bool explicit_token = !isnull && DatumGetInt64(value) != 0;
 	int64 presented = explicit_token ? require_token(value, false, "fencing token")
 	                                 : token_from_setting(w, row, "INSERT", 0);
-	remember_insert(w.rel, presented);
+	/* For ON CONFLICT DO UPDATE: the key this row proposes, should it conflict. */
+	Lend *lend = lend_next(w.info, true, presented);
+	TupleDesc desc = RelationGetDescr(w.rel);
+	key_values(w.rel, w.info->key, row, lend->key, lend->key_isnull);
+	for (int i = 0; i < w.info->key.count; i++) {
+		Form_pg_attribute att = TupleDescAttr(desc, w.info->key.attnums[i] - 1);
+		if (!lend->key_isnull[i])
+			lend->key[i] = datumCopy(lend->key[i], att->attbyval, att->attlen);
+	}
 	return PointerGetDatum(explicit_token ? row : with_token(w, row, presented));
 }
 
-/* Do two rows have the same primary key values (by their text)? */
-bool same_key(Relation rel, HeapTuple a, HeapTuple b)
-{
-	MarkKey ka = row_mark_key(rel, a);
-	MarkKey kb = row_mark_key(rel, b);
-	return ARR_SIZE(ka.key) == ARR_SIZE(kb.key) && memcmp(ka.key, kb.key, ARR_SIZE(ka.key)) == 0;
-}
-
-Datum guard_update(const Write &w)
+Datum guard_update(const Write &w, const Lend *taken)
 {
 	HeapTuple old_row = w.trigger->tg_trigtuple;
 	HeapTuple new_row = w.trigger->tg_newtuple;
-	const Bitmapset *updated = w.trigger->tg_updatedcols;
 	int64 stored = stored_token(w.rel, old_row, w.fence->token_attnum);
-	bool assigned =
-	    bms_is_member(w.fence->token_attnum - FirstLowInvalidHeapAttributeNumber, updated);
+	bool assigned = bms_is_member(w.fence->token_attnum - FirstLowInvalidHeapAttributeNumber,
+	                              w.trigger->tg_updatedcols);
 	int64 presented;
 	if (assigned) {
 		bool isnull;
 		Datum value =
 		    heap_getattr(new_row, w.fence->token_attnum, RelationGetDescr(w.rel), &isnull);
 		presented = require_token(value, isnull, "fencing token");
-	} else if (!session_token(&presented) && !upsert_token(w.rel, &presented))
-		presented = token_from_setting(w, old_row, "UPDATE", stored);
+	} else if (!session_token(&presented)) {
+		if (taken != nullptr && taken->from_insert && proposed_key(w, *taken, old_row))
+			presented = taken->token;
+		else
+			presented = token_from_setting(w, old_row, "UPDATE", stored);
+	}
 	check(w, old_row, presented, stored);
-	if (bms_overlap(w.key_attrs, updated) && !same_key(w.rel, old_row, new_row))
-		remember_deleted_key(w, old_row, presented);
-	remember_update(w.rel, old_row, presented);
+	/* Should the row move to another partition, its DELETE half presents this token. */
+	if (w.rel->rd_rel->relispartition) {
+		Lend *lend = lend_next(w.info, false, presented);
+		lend->row = old_row->t_self;
+	}
 	return PointerGetDatum(assigned ? new_row : with_token(w, new_row, presented));
 }
 
-Datum guard_delete(const Write &w)
+Datum guard_delete(const Write &w, const Lend *taken)
 {
 	HeapTuple row = w.trigger->tg_trigtuple;
 	int64 stored = stored_token(w.rel, row, w.fence->token_attnum);
 	int64 presented;
-	if (!moving_update_token(w.rel, row, &presented))
+	if (taken != nullptr && !taken->from_insert &&
+	    ItemPointerEquals(const_cast<ItemPointer>(&taken->row), &row->t_self))
+		presented = taken->token;
+	else
 		presented = token_from_setting(w, row, "DELETE", stored);
 	check(w, row, presented, stored);
-	remember_deleted_key(w, row, presented);
+	record_mark(scope_of(w), row_key_hash(w.rel, w.info->key, row), presented);
 	return PointerGetDatum(row);
 }
 
 /*
- * AFTER INSERT, or UPDATE of the key: the row's key may have been deleted
- * under a newer token than the one the row now holds.
+ * AFTER INSERT, or UPDATE that changed the key: the key that went away keeps
+ * the write's token as its mark, and the new key must follow its own.
  */
 Datum guard_new_key(const Write &w)
 {
 	bool update = TRIGGER_FIRED_BY_UPDATE(w.trigger->tg_event);
 	HeapTuple row = update ? w.trigger->tg_newtuple : w.trigger->tg_trigtuple;
-	if (update && same_key(w.rel, w.trigger->tg_trigtuple, row))
-		return PointerGetDatum(nullptr);
 	int64 presented = stored_token(w.rel, row, w.fence->token_attnum);
+	KeyHash key = row_key_hash(w.rel, w.info->key, row);
+	if (update) {
+		KeyHash old_key = row_key_hash(w.rel, w.info->key, w.trigger->tg_trigtuple);
+		if (old_key == key)
+			return PointerGetDatum(nullptr);
+		record_mark(scope_of(w), old_key, presented);
+	}
 	int64 mark;
-	if (find_mark(row_mark_key(w.rel, row), &mark))
-		check(w, row, presented, mark);
+	if (find_high_water(scope_of(w), key, &mark) && !token_accepts(w.fence->mode, mark, presented)) {
+		/* Under row security the inserter learns neither the key nor its deletion's token. */
+		bool hidden = check_enable_rls(RelationGetRelid(w.rel), InvalidOid, true) == RLS_ENABLED;
+		report_stale(w.rel, hidden ? nullptr : describe_row(w.rel, row), w.fence->mode, presented,
+		             hidden ? hidden_token : mark);
+	}
 	return PointerGetDatum(nullptr);
 }
 
-/* Refuses to run as anything but the row triggers fencing.protect() installs. */
+/* The highest stored token of a relation's own rows (0 if none), as of the latest snapshot. */
+int64 highest_stored_token(Relation rel, AttrNumber token_attnum)
+{
+	if (!RELKIND_HAS_STORAGE(rel->rd_rel->relkind))
+		return 0;
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
+	TupleTableSlot *slot = table_slot_create(rel, nullptr);
+	int64 highest = 0;
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot)) {
+		bool isnull;
+		Datum value = slot_getattr(slot, token_attnum, &isnull);
+		if (!isnull && DatumGetInt64(value) > highest)
+			highest = DatumGetInt64(value);
+		CHECK_FOR_INTERRUPTS();
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	return highest;
+}
+
+/* The same over a partitioned table's partitions, for a message (their triggers check them). */
+int64 highest_stored_token_below(Relation rel, const char *token_column)
+{
+	int64 highest = 0;
+	ListCell *cell;
+	foreach (cell, find_all_inheritors(RelationGetRelid(rel), AccessShareLock, nullptr)) {
+		Relation part = table_open(lfirst_oid(cell), NoLock);
+		AttrNumber attnum = user_column(part, token_column);
+		if (attnum != InvalidAttrNumber)
+			highest = Max(highest, highest_stored_token(part, attnum));
+		table_close(part, NoLock);
+	}
+	return highest;
+}
+
+/*
+ * BEFORE TRUNCATE: a DELETE of every row under fencing.token, then a floor.
+ * Each relation that TRUNCATE empties fires its own trigger (protect() and
+ * the partition event trigger give every partition one), and checks its own
+ * rows.  On a relation that is no longer protected (a detached partition
+ * keeps its statement trigger but loses the cloned row triggers) it does
+ * nothing.
+ */
+Datum guard_truncate(TriggerData *trigger)
+{
+	Relation rel = trigger->tg_relation;
+	TableFence fence;
+	if (!find_guard(rel, &fence))
+		return PointerGetDatum(nullptr);
+	int64 presented;
+	if (!session_token(&presented))
+		report_missing(rel, all_rows, "TRUNCATE",
+		               highest_stored_token_below(
+		                   rel, NameStr(TupleDescAttr(RelationGetDescr(rel), fence.token_attnum - 1)->attname)));
+	int64 stored = highest_stored_token(rel, fence.token_attnum);
+	if (!token_accepts(fence.mode, stored, presented))
+		report_stale(rel, all_rows, fence.mode, presented, stored);
+	raise_floor(RelationGetRelid(rel), presented);
+	return PointerGetDatum(nullptr);
+}
+
+/* Refuses to run as anything but the triggers fencing.protect() installs. */
 void check_trigger_call(FunctionCallInfo fcinfo)
 {
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("fencing.guard: not called by trigger manager")));
-	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
-	if (!TRIGGER_FIRED_FOR_ROW(trigger->tg_event))
+	TriggerEvent event = reinterpret_cast<TriggerData *>(fcinfo->context)->tg_event;
+	bool before = TRIGGER_FIRED_BEFORE(event), row = TRIGGER_FIRED_FOR_ROW(event);
+	bool truncate = TRIGGER_FIRED_BY_TRUNCATE(event), remove = TRIGGER_FIRED_BY_DELETE(event);
+	if (TRIGGER_FIRED_INSTEAD(event) || (truncate ? !(before && !row) : !(row && (before || !remove))))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-		                errmsg("fencing.guard: must be fired for each row")));
-	if (TRIGGER_FIRED_INSTEAD(trigger->tg_event) ||
-	    (TRIGGER_FIRED_AFTER(trigger->tg_event) && TRIGGER_FIRED_BY_DELETE(trigger->tg_event)))
-		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-		                errmsg("fencing.guard: must be fired BEFORE INSERT, UPDATE or DELETE, or "
-		                       "AFTER INSERT or UPDATE")));
+		                errmsg("fencing.guard: must be fired BEFORE INSERT, UPDATE or DELETE for "
+		                       "each row, AFTER INSERT or UPDATE for each row, or BEFORE TRUNCATE "
+		                       "for each statement"),
+		                errhint("Install the guard with fencing.protect().")));
 }
 
 } // namespace
@@ -285,17 +365,17 @@ FENCING_FUNCTION(guard)
 {
 	check_trigger_call(fcinfo);
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
-	const TableInfo *info = table_info(fcinfo, trigger);
-	Write w{trigger, trigger->tg_relation, &info->fence, info->key_attrs};
+	if (TRIGGER_FIRED_BY_TRUNCATE(trigger->tg_event))
+		return guard_truncate(trigger);
+	TableInfo *info = table_info(fcinfo, trigger);
+	Write w{trigger, trigger->tg_relation, info, &info->fence};
 	if (TRIGGER_FIRED_AFTER(trigger->tg_event))
 		return guard_new_key(w);
+	const Lend *taken = info->lend;
+	info->lend = nullptr;
 	if (TRIGGER_FIRED_BY_INSERT(trigger->tg_event))
 		return guard_insert(w);
 	if (TRIGGER_FIRED_BY_UPDATE(trigger->tg_event))
-		return guard_update(w);
-	if (TRIGGER_FIRED_BY_DELETE(trigger->tg_event))
-		return guard_delete(w);
-	ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-	                errmsg("fencing.guard: must be fired for INSERT, UPDATE or DELETE")));
-	pg_unreachable();
+		return guard_update(w, taken);
+	return guard_delete(w, taken);
 }

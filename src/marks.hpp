@@ -1,39 +1,44 @@
 /*
- * High-water marks of deleted keys: the token under which a key was last
- * deleted outlives the row, so that a stale holder cannot re-insert it.
- * Stored in fencing.deleted_keys, which only the extension owner may write.
+ * High-water marks that outlive rows: a key deleted under token t cannot be
+ * inserted again under an older token (fencing.deleted_keys), and a table
+ * truncated under token t accepts no new key under an older token
+ * (fencing.floors).  Both tables are written only with the extension
+ * owner's rights.
+ *
+ * Where marks live: under the relation that held the row and under each of
+ * its partition ancestors, and a new key is checked against all of them.
+ * So a partition detached from its table takes its marks along and leaves
+ * the table its own copy, and a table attached as a partition brings its
+ * marks into the tree.
  */
 #pragma once
 
+#include "keys.hpp"
 #include "token.hpp"
-
-extern "C" {
-#include "utils/array.h"
-#include "utils/rel.h"
-}
 
 namespace fencing
 {
 
-/* A key as the marks table stores it: the relation (the partition root) and the key's text. */
-struct MarkKey {
-	Oid relid;
-	ArrayType *key;
+/* The relations a row's marks are kept under: its own, then its partition ancestors. */
+struct MarkScope {
+	int count;
+	Oid *relids; /* palloc'd */
 };
+FENCING_PLAIN_DATA(MarkScope);
+
+MarkScope mark_scope(Relation rel);
 
 /*
- * Key types whose equal values the marks normalize before printing them
- * (numeric: 1.0 = 1.00; float: -0 = 0); other types must be "equalimage".
+ * The highest token a new row with this key must follow, as of the latest
+ * committed state: the key's deletion marks and the tables' floors over the
+ * scope.  False if there is none.
  */
-bool normalized_key_type(Oid type);
-
-/* Builds the mark key of `values` (primary key values of `rel`, in index column order). */
-MarkKey mark_key(Relation rel, Relation pk, const Datum *values, const bool *isnull);
-
-/* The key's mark as of the latest committed state; false if there is none. */
-bool find_mark(const MarkKey &key, int64 *mark);
+bool find_high_water(const MarkScope &scope, const KeyHash &key, int64 *mark);
 
 /* Records that the key was deleted under `token`; a mark never goes down. */
-void record_mark(const MarkKey &key, int64 token);
+void record_mark(const MarkScope &scope, const KeyHash &key, int64 token);
+
+/* Records that `relid` was truncated under `token`; a floor never goes down. */
+void raise_floor(Oid relid, int64 token);
 
 } // namespace fencing

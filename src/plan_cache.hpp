@@ -2,7 +2,9 @@
  * Prepared plans of fenced_update(), kept per backend and keyed by the
  * statement's shape: (table, token column, mode, key columns, changed
  * columns).  Like ri_triggers.c: SPI_keepplan, and rebuilt when
- * SPI_plan_is_valid says the table changed under them.
+ * SPI_plan_is_valid says the table changed under them.  The cache is
+ * bounded (least recently used shapes go first) and forgets the plans of a
+ * table as soon as the table is invalidated (dropped, altered).
  */
 #pragma once
 
@@ -16,6 +18,9 @@ extern "C" {
 namespace fencing
 {
 
+/* Shapes kept per backend; each holds two plans of some tens of kB. */
+constexpr int plan_cache_capacity = 128;
+
 /* What a fenced_update() statement looks like; its plans depend on nothing else. */
 struct PlanShape {
 	Oid relid;
@@ -25,6 +30,7 @@ struct PlanShape {
 	int nchanged;
 	const AttrNumber *columns; /* key columns, then changed columns */
 };
+FENCING_PLAIN_DATA(PlanShape);
 
 /* The two statements of one shape: the fenced UPDATE and the probe that explains a miss. */
 struct FencedPlans {
@@ -32,6 +38,7 @@ struct FencedPlans {
 	SPIPlanPtr probe;
 	int users; /* calls running them now: a nested call must not free them */
 };
+FENCING_PLAIN_DATA(FencedPlans);
 
 /*
  * The cached plans of `shape`, or nullptr when there are none or the table

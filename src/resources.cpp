@@ -24,6 +24,7 @@ struct RowLock {
 	SPIPlanPtr select_plan;
 	SPIPlanPtr create_plan;
 };
+FENCING_PLAIN_DATA(RowLock);
 
 RowLock lease_row = {"SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token"
                      " FROM fencing.resources WHERE resource = $1 FOR UPDATE",

@@ -15,6 +15,7 @@ struct Lease {
 	bool live;   /* granted, neither released nor expired (server clock, now) */
 	int64 token; /* token of the last grant, or 0 */
 };
+FENCING_PLAIN_DATA(Lease);
 
 /* Locks the resource's lease row, creating it if needed. Call inside SPI_connect. */
 Lease lock_lease(const char *resource);

@@ -1,11 +1,23 @@
 /*
  * Module entry: PG_MODULE_MAGIC, _PG_init and the fencing.token setting.
+ *
+ * fencing.token is the token of the current transaction only.  PostgreSQL
+ * keeps a setting's earlier values on a stack while the transaction that set
+ * it runs, and drops that stack when the transaction ends (also for a plain
+ * SET, whose value then stays as the session's).  So the value counts only
+ * while the setting has a stack: it was set (SET, SET LOCAL, set_config, a
+ * function's SET clause) in this transaction.  A session value left by an
+ * earlier transaction, a role or database default, PGOPTIONS or
+ * postgresql.conf never counts, and a pooled connection cannot hand one
+ * client's token to the next client's write.
  */
 #include "settings.hpp"
+#include "merge.hpp"
 
 extern "C" {
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 
 PG_MODULE_MAGIC;
 void _PG_init(void);
@@ -16,6 +28,7 @@ namespace
 
 char *token_text = nullptr;
 int64 token_value = 0; /* 0: not set */
+const config_generic *token_setting = nullptr;
 
 /* fencing.token must be empty (unset) or a positive bigint. */
 bool check_token(char **newval, void **extra, GucSource)
@@ -35,7 +48,7 @@ bool check_token(char **newval, void **extra, GucSource)
 			return false;
 		}
 	}
-	int64 *value = static_cast<int64 *>(malloc(sizeof(int64)));
+	auto *value = static_cast<int64 *>(malloc(sizeof(int64)));
 	if (value == nullptr)
 		return false;
 	*value = parsed;
@@ -48,6 +61,17 @@ void assign_token(const char *, void *extra)
 	token_value = *static_cast<int64 *>(extra);
 }
 
+/* The setting's own entry, where PostgreSQL keeps its stack. */
+const config_generic *find_token_setting()
+{
+	config_generic **settings = get_guc_variables();
+	for (int i = 0; i < GetNumConfigOptions(); i++)
+		if (strcmp(settings[i]->name, "fencing.token") == 0)
+			return settings[i];
+	elog(ERROR, "fencing: setting fencing.token is not defined");
+	return nullptr;
+}
+
 } // namespace
 
 namespace fencing
@@ -56,16 +80,21 @@ namespace fencing
 bool session_token(int64 *token)
 {
 	*token = token_value;
-	return token_value > 0;
+	return token_value > 0 && token_setting->stack != nullptr;
 }
 
 } // namespace fencing
 
 extern "C" void _PG_init(void)
 {
-	DefineCustomStringVariable(
-	    "fencing.token", "Fencing token presented by this transaction's writes.",
-	    "Use SET LOCAL fencing.token = <token> before writing to a protected table.", &token_text,
-	    "", PGC_USERSET, 0, check_token, assign_token, nullptr);
-	MarkGUCPrefixReserved("fencing");
+	fencing::guarded("_PG_init", []() {
+		DefineCustomStringVariable(
+		    "fencing.token", "Fencing token presented by this transaction's writes.",
+		    "Applies only to the transaction in which it is set: SET LOCAL fencing.token = "
+		    "<token>, or set_config('fencing.token', <token>, true).",
+		    &token_text, "", PGC_USERSET, 0, check_token, assign_token, nullptr);
+		MarkGUCPrefixReserved("fencing");
+		token_setting = find_token_setting();
+		fencing::install_merge_check();
+	});
 }

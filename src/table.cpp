@@ -2,7 +2,6 @@
  * Table settings and primary keys, read from the relcache and syscache only.
  */
 #include "table.hpp"
-#include "marks.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -11,7 +10,10 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "access/nbtree.h"
 #include "access/table.h"
+#include "access/stratnum.h"
+#include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -80,16 +82,23 @@ static bool is_guard(const Trigger *trigger)
 	return guard;
 }
 
-void fence_of_table(Relation rel, TableFence *fence)
+bool find_guard(Relation rel, TableFence *fence)
 {
 	TriggerDesc *triggers = rel->trigdesc;
 	for (int i = 0; triggers != nullptr && i < triggers->numtriggers; i++) {
 		const Trigger *trigger = &triggers->triggers[i];
 		if (trigger->tgenabled != TRIGGER_DISABLED && is_guard(trigger)) {
 			fence_from_trigger(rel, trigger, fence);
-			return;
+			return true;
 		}
 	}
+	return false;
+}
+
+void fence_of_table(Relation rel, TableFence *fence)
+{
+	if (find_guard(rel, fence))
+		return;
 	fence->token_attnum = token_column(rel, default_token_column);
 	fence->mode = Mode::monotonic;
 	fence->is_protected = false;
@@ -112,16 +121,46 @@ Relation open_primary_key(Relation rel)
 	return index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
 }
 
-void key_values(Relation rel, Relation pk, HeapTuple tuple, Datum *values, bool *isnull)
+KeyColumns key_columns(Relation pk)
+{
+	KeyColumns key;
+	key.count = pk->rd_index->indnkeyatts;
+	for (int i = 0; i < key.count; i++)
+		key.attnums[i] = pk->rd_index->indkey.values[i];
+	return key;
+}
+
+void key_values(Relation rel, const KeyColumns &key, HeapTuple tuple, Datum *values, bool *isnull)
 {
 	TupleDesc desc = RelationGetDescr(rel);
-	for (int i = 0; i < key_count(pk); i++)
-		values[i] = heap_getattr(tuple, key_attnum(pk, i), desc, &isnull[i]);
+	for (int i = 0; i < key.count; i++)
+		values[i] = heap_getattr(tuple, key.attnums[i], desc, &isnull[i]);
+}
+
+const char *key_equality_operator(Relation pk, int column)
+{
+	Oid type = pk->rd_opcintype[column];
+	Oid op = get_opfamily_member(pk->rd_opfamily[column], type, type, BTEqualStrategyNumber);
+	HeapTuple tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(op));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "fencing: no equality operator for primary key column %d", column + 1);
+	Form_pg_operator form = (Form_pg_operator)GETSTRUCT(tuple);
+	char *text =
+	    psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(form->oprnamespace)),
+	             NameStr(form->oprname));
+	ReleaseSysCache(tuple);
+	return text;
 }
 
 char *describe_key(Relation pk, Datum *values, bool *isnull)
 {
-	return BuildIndexValueDescription(pk, values, isnull);
+	/* Long keys (a key may be kilobytes) are cut, so that a message stays readable. */
+	constexpr int shown = 200;
+	char *text = BuildIndexValueDescription(pk, values, isnull);
+	if (text == nullptr || strlen(text) <= shown)
+		return text;
+	int length = pg_mbcliplen(text, strlen(text), shown);
+	return psprintf("%.*s...", length, text);
 }
 
 int64 stored_token(Relation rel, HeapTuple tuple, AttrNumber token_attnum)
@@ -133,60 +172,3 @@ int64 stored_token(Relation rel, HeapTuple tuple, AttrNumber token_attnum)
 
 } // namespace fencing
 
-namespace
-{
-
-/*
- * Do equal values of key column i always have the same text?  Deleted keys
- * are remembered by their text, so a key like citext ('A' = 'a') could be
- * re-inserted under another spelling.  btree's "equalimage" says equal means
- * bitwise identical; numeric and floats are normalized by the marks.
- */
-bool canonical_key_column(Relation rel, Relation pk, int i)
-{
-	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), fencing::key_attnum(pk, i) - 1);
-	if (fencing::normalized_key_type(att->atttypid))
-		return true;
-	Oid type = pk->rd_opcintype[i];
-	Oid proc = get_opfamily_proc(pk->rd_opfamily[i], type, type, BTEQUALIMAGE_PROC);
-	return OidIsValid(proc) &&
-	       DatumGetBool(OidFunctionCall1Coll(proc, pk->rd_indcollation[i], ObjectIdGetDatum(type)));
-}
-
-} // namespace
-
-/*
- * fencing.primary_key_columns(target): the quoted, comma-separated primary key
- * columns of a table protect() may guard; errors if it has no usable key.
- */
-FENCING_FUNCTION(primary_key_columns)
-{
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
-	Relation rel = relation_open(PG_GETARG_OID(0), AccessShareLock);
-	Relation pk = fencing::open_primary_key(rel);
-	StringInfoData columns;
-	initStringInfo(&columns);
-	for (int i = 0; i < fencing::key_count(pk); i++) {
-		Form_pg_attribute att =
-		    TupleDescAttr(RelationGetDescr(rel), fencing::key_attnum(pk, i) - 1);
-		if (!canonical_key_column(rel, pk, i))
-			ereport(ERROR,
-			        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			         errmsg("primary key column \"%s\" of relation \"%s\" has type %s, whose equal "
-			                "values can be written differently",
-			                NameStr(att->attname), RelationGetRelationName(rel),
-			                format_type_with_typemod(att->atttypid, att->atttypmod)),
-			         errdetail("The guard remembers deleted keys by their text, so a stale holder "
-			                   "could re-insert such a key spelled another way."),
-			         errhint("Use a key type whose equal values print alike: integers, numeric, "
-			                 "text or varchar with a deterministic collation, uuid, date, "
-			                 "timestamp.")));
-		appendStringInfo(&columns, "%s%s", i > 0 ? ", " : "",
-		                 quote_identifier(NameStr(att->attname)));
-	}
-	index_close(pk, AccessShareLock);
-	relation_close(rel, AccessShareLock);
-	PG_RETURN_TEXT_P(cstring_to_text(columns.data));
-}

@@ -31,6 +31,9 @@ struct TableFence {
 /* Reads the settings from a guard trigger's arguments (token column, mode). */
 void fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence);
 
+/* The settings of `rel`'s enabled guard trigger; false if it has none. */
+bool find_guard(Relation rel, TableFence *fence);
+
 /*
  * The settings fenced_update() uses for `rel`: its guard trigger's, or for an
  * unprotected table with a last_fencing_token column, monotonic.
@@ -46,18 +49,24 @@ void require_primary_key(Relation rel);
 /* Opens the primary key index of `rel` (AccessShareLock); errors if it has none. */
 Relation open_primary_key(Relation rel);
 
-/* Number of key columns and their attribute numbers in `rel`. */
-inline int key_count(Relation pk)
-{
-	return pk->rd_index->indnkeyatts;
-}
-inline AttrNumber key_attnum(Relation pk, int i)
-{
-	return pk->rd_index->indkey.values[i];
-}
+/* A table's primary key columns, in index column order. */
+struct KeyColumns {
+	int count;
+	AttrNumber attnums[INDEX_MAX_KEYS];
+};
+FENCING_PLAIN_DATA(KeyColumns);
+FENCING_PLAIN_DATA(TableFence);
+
+KeyColumns key_columns(Relation pk);
 
 /* Extracts a tuple's key values, in index column order. */
-void key_values(Relation rel, Relation pk, HeapTuple tuple, Datum *values, bool *isnull);
+void key_values(Relation rel, const KeyColumns &key, HeapTuple tuple, Datum *values, bool *isnull);
+
+/*
+ * "OPERATOR(schema.=)": the equality operator of key column `column` (index
+ * order), for SQL that no search_path can redirect.
+ */
+const char *key_equality_operator(Relation pk, int column);
 
 /* "(id)=(101)", or NULL when the current user may not see the key's values. */
 char *describe_key(Relation pk, Datum *values, bool *isnull);

@@ -26,10 +26,10 @@ BEGIN
 		presented := nullif(current_setting('fencing.token', true), '')::bigint;
 	END IF;
 	IF presented IS NULL THEN
-		RAISE EXCEPTION 'missing fencing token' USING ERRCODE = 'FN002';
+		RAISE EXCEPTION 'missing fencing token' USING ERRCODE = '23T02';
 	END IF;
 	IF presented < OLD.last_fencing_token THEN
-		RAISE EXCEPTION 'stale fencing token' USING ERRCODE = 'FN001';
+		RAISE EXCEPTION 'stale fencing token' USING ERRCODE = '23T01';
 	END IF;
 	NEW.last_fencing_token := presented;
 	RETURN NEW;

@@ -345,7 +345,7 @@ WriteResult fenced_write(Db &db, const std::string &resource, long long token,
 	const char *state = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
 	std::string sqlstate = state ? state : "";
 	WriteResult w{Outcome::accepted, "", ""};
-	if (sqlstate == "FN001") {
+	if (sqlstate == "23T01") {
 		w.outcome = Outcome::stale;
 		std::string detail = PQresultErrorField(r.get(), PG_DIAG_MESSAGE_DETAIL) ?: "";
 		auto at = detail.find("stored token ");
@@ -562,7 +562,7 @@ int check(Db &db, const std::map<std::string, long> &counts, long long reset_mar
 	long violations = std::stol(decreasing) + std::stol(after_reset);
 	std::printf("\n%-52s %10s\n", "chaos summary", "count");
 	std::printf("%-52s %10s\n", "writes accepted", accepted.c_str());
-	std::printf("%-52s %10s\n", "writes rejected: stale token (FN001)", rejected.c_str());
+	std::printf("%-52s %10s\n", "writes rejected: stale token (23T01)", rejected.c_str());
 	std::printf("%-52s %10s\n", "writes failed otherwise", errors.c_str());
 	for (auto &[what, n] : counts)
 		std::printf("%-52s %10ld\n", what.c_str(), n);

@@ -1,0 +1,377 @@
+-- fencing 0.2.0: fencing tokens checked by the storage.
+\echo Use "CREATE EXTENSION fencing" to load this file. \quit
+
+-- Every object is schema-qualified and every function body pins search_path,
+-- so nothing planted earlier in a caller's search_path is ever picked up.
+-- Installing changes nothing outside the extension's own objects: no
+-- database or server setting (README, "Installing").  Functions whose names
+-- start with an underscore are internal helpers, not API.
+
+-- The token comparison, as a predicate for SQL that fenced_update() builds.
+CREATE FUNCTION fencing.token_accepts(stored bigint, presented bigint, strict boolean)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'token_accepts'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION fencing.token_accepts(bigint, bigint, boolean) IS
+'may a write presenting token "presented" follow the stored token? (strict: only a greater one; NULL stored counts as 0)';
+
+-- The storage guard: the triggers installed by fencing.protect().
+CREATE FUNCTION fencing.guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'guard'
+LANGUAGE C;
+COMMENT ON FUNCTION fencing.guard() IS
+'trigger function of the storage guard; installed by fencing.protect(), not called directly';
+
+-- High-water marks that outlive rows, written only by the guard with the
+-- extension owner's rights.  A key is named by the SHA-256 hash of its
+-- columns' binary images (src/keys.cpp), under the relation that held the
+-- row and each of its partition ancestors.  Dumped by pg_dump.
+CREATE TABLE fencing.deleted_keys (
+	relid regclass NOT NULL,
+	key bytea NOT NULL CHECK (pg_catalog.length(key) = 32),
+	token bigint NOT NULL CHECK (token > 0),
+	deleted_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (relid, key)
+);
+SELECT pg_catalog.pg_extension_config_dump('fencing.deleted_keys', '');
+REVOKE ALL ON fencing.deleted_keys FROM PUBLIC;
+COMMENT ON TABLE fencing.deleted_keys IS
+'deleted-key marks: a key deleted under a token cannot be inserted again under an older one';
+
+CREATE TABLE fencing.floors (
+	relid regclass PRIMARY KEY,
+	token bigint NOT NULL CHECK (token > 0),
+	raised_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+SELECT pg_catalog.pg_extension_config_dump('fencing.floors', '');
+REVOKE ALL ON fencing.floors FROM PUBLIC;
+COMMENT ON TABLE fencing.floors IS
+'table floors: a table truncated under a token accepts no new key under an older one';
+
+-- Errors unless the table has an immediate primary key the guard can mark;
+-- returns the condition "the key changed" for the AFTER UPDATE trigger.
+CREATE FUNCTION fencing._key_change_condition(target regclass)
+RETURNS text
+AS 'MODULE_PATHNAME', 'key_change_condition'
+LANGUAGE C STABLE;
+COMMENT ON FUNCTION fencing._key_change_condition(regclass) IS
+'internal: checks that protect() can guard the primary key of a table';
+
+-- Drops the guard's triggers from a table (and its TRUNCATE triggers from
+-- its partitions); false if it had none.
+CREATE FUNCTION fencing._drop_guard(target regclass)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	t record;
+	dropped boolean := false;
+BEGIN
+	FOR t IN
+		SELECT g.tgrelid::regclass AS rel, g.tgname FROM pg_trigger g
+		WHERE g.tgparentid = 0
+		  AND ((g.tgrelid = target
+		        AND g.tgname IN ('fencing_guard', 'fencing_guard_keys', 'fencing_guard_new_keys',
+		                         'fencing_guard_key_changes', 'fencing_guard_truncate'))
+		       OR (g.tgname = 'fencing_guard_truncate'
+		           AND g.tgrelid IN (SELECT p.relid FROM pg_partition_tree(target) p)))
+	LOOP
+		EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
+		dropped := dropped OR t.rel = target;
+	END LOOP;
+	RETURN dropped;
+END
+$$;
+COMMENT ON FUNCTION fencing._drop_guard(regclass) IS
+'internal: drops the guard''s triggers; used by protect() and unprotect()';
+
+-- TRUNCATE fires only statement triggers, which PostgreSQL does not clone to
+-- partitions: every partition of a protected table gets its own.
+CREATE FUNCTION fencing._guard_truncate(target regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	rel regclass;
+BEGIN
+	FOR rel IN
+		SELECT r FROM (SELECT target UNION SELECT p.relid FROM pg_partition_tree(target) p) t(r)
+		WHERE EXISTS (SELECT FROM pg_trigger g
+		              WHERE g.tgrelid = t.r AND g.tgname = 'fencing_guard'
+		                AND g.tgfoid = 'fencing.guard()'::regprocedure)
+		  AND NOT EXISTS (SELECT FROM pg_trigger g
+		                  WHERE g.tgrelid = t.r AND g.tgname = 'fencing_guard_truncate')
+	LOOP
+		EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s '
+		               'FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard()', rel);
+	END LOOP;
+END
+$$;
+COMMENT ON FUNCTION fencing._guard_truncate(regclass) IS
+'internal: gives a protected table and each of its partitions a BEFORE TRUNCATE guard';
+
+-- Partitions created or attached later get their TRUNCATE guard here (their
+-- row triggers are cloned by PostgreSQL).  It fires for every role's CREATE
+-- and ALTER TABLE, also roles without USAGE on schema fencing, so it runs
+-- with the extension owner's rights; all it can do is add the guard's own
+-- TRUNCATE trigger to partitions that already carry the guard.
+CREATE FUNCTION fencing._guard_new_partitions()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	rel regclass;
+BEGIN
+	FOR rel IN
+		SELECT DISTINCT c.objid::regclass FROM pg_event_trigger_ddl_commands() c
+		JOIN pg_class r ON r.oid = c.objid
+		WHERE c.classid = 'pg_class'::regclass AND r.relkind IN ('r', 'p')
+	LOOP
+		PERFORM fencing._guard_truncate(rel);
+	END LOOP;
+END
+$$;
+COMMENT ON FUNCTION fencing._guard_new_partitions() IS
+'internal: event trigger giving new partitions of protected tables their TRUNCATE guard';
+CREATE EVENT TRIGGER fencing_guard_new_partitions ON ddl_command_end
+WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE')
+EXECUTE FUNCTION fencing._guard_new_partitions();
+
+-- Marks and floors of a dropped table go with it (its OID could be reused).
+-- Runs with the owner's rights; it can only be fired by DROP, for objects
+-- really dropped.
+CREATE FUNCTION fencing._forget_dropped_marks()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	DELETE FROM fencing.deleted_keys d
+	USING pg_event_trigger_dropped_objects() o
+	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND d.relid = o.objid;
+	DELETE FROM fencing.floors f
+	USING pg_event_trigger_dropped_objects() o
+	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND f.relid = o.objid;
+END
+$$;
+COMMENT ON FUNCTION fencing._forget_dropped_marks() IS
+'internal: event trigger removing the marks and floors of dropped tables';
+CREATE EVENT TRIGGER fencing_forget_dropped_marks ON sql_drop
+EXECUTE FUNCTION fencing._forget_dropped_marks();
+
+-- Protect a table: token column, guard triggers, settings (in the triggers' arguments).
+CREATE FUNCTION fencing.protect(
+	target regclass,
+	token_column name DEFAULT 'last_fencing_token',
+	mode text DEFAULT 'monotonic')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	kind "char";
+	col record;
+	key_changed text;
+	parent regclass;
+BEGIN
+	IF target IS NULL OR token_column IS NULL OR mode IS NULL THEN
+		RAISE EXCEPTION 'fencing.protect() arguments must not be null'
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF mode NOT IN ('monotonic', 'strict') THEN
+		RAISE EXCEPTION 'mode must be ''monotonic'' or ''strict'', got ''%''', mode
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	SELECT c.relkind INTO kind FROM pg_class c WHERE c.oid = target;
+	IF kind IS NULL THEN
+		RAISE EXCEPTION 'relation with OID % does not exist', target::oid
+			USING ERRCODE = 'undefined_table';
+	END IF;
+	IF kind NOT IN ('r', 'p') THEN
+		RAISE EXCEPTION '"%" is not a table', target
+			USING ERRCODE = 'wrong_object_type';
+	END IF;
+	SELECT g.tgrelid::regclass INTO parent FROM pg_trigger c, pg_trigger g
+	WHERE c.tgrelid = target AND c.tgname = 'fencing_guard' AND c.tgparentid <> 0
+	  AND g.oid = c.tgparentid;
+	IF FOUND THEN
+		RAISE EXCEPTION 'relation "%" is a partition of protected table "%"', target, parent
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      HINT = 'Its guard comes from that table; change it there.';
+	END IF;
+	key_changed := fencing._key_change_condition(target);
+
+	SELECT a.attnum, a.atttypid, a.attgenerated INTO col
+	FROM pg_attribute a
+	WHERE a.attrelid = target AND a.attname = token_column AND a.attnum > 0 AND NOT a.attisdropped;
+	IF NOT FOUND THEN
+		EXECUTE format('ALTER TABLE %s ADD COLUMN %I bigint NOT NULL DEFAULT 0', target, token_column);
+	ELSIF col.atttypid <> 'pg_catalog.int8'::regtype THEN
+		RAISE EXCEPTION 'fencing token column "%" of relation "%" must be of type bigint, not %',
+			token_column, target, format_type(col.atttypid, NULL)
+			USING ERRCODE = 'datatype_mismatch';
+	ELSIF col.attgenerated <> '' THEN
+		RAISE EXCEPTION 'fencing token column "%" of relation "%" must not be a generated column',
+			token_column, target
+			USING ERRCODE = 'invalid_column_definition';
+	ELSIF EXISTS (SELECT FROM pg_index i
+	              WHERE i.indrelid = target AND i.indisprimary AND col.attnum = ANY (i.indkey)) THEN
+		RAISE EXCEPTION 'fencing token column "%" of relation "%" must not be part of the primary key',
+			token_column, target
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	-- BEFORE: every write against its row.  AFTER INSERT, and AFTER UPDATE
+	-- when the key changed (also by another trigger): the new key against the
+	-- marks of its deletions and the table's floor.  BEFORE TRUNCATE: the
+	-- statement's token against every row, then the floor.
+	PERFORM fencing._drop_guard(target);
+	EXECUTE format('CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
+	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%L, %L)',
+	               target, token_column, mode);
+	EXECUTE format('CREATE TRIGGER fencing_guard_new_keys AFTER INSERT ON %s '
+	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%L, %L)',
+	               target, token_column, mode);
+	EXECUTE format('CREATE TRIGGER fencing_guard_key_changes AFTER UPDATE ON %s '
+	               'FOR EACH ROW WHEN (%s) EXECUTE FUNCTION fencing.guard(%L, %L)',
+	               target, key_changed, token_column, mode);
+	PERFORM fencing._guard_truncate(target);
+END
+$$;
+COMMENT ON FUNCTION fencing.protect(regclass, name, text) IS
+'guards a table: every write must present a fencing token no older than the row''s (monotonic) or newer (strict)';
+
+-- Unprotect a table: the guard goes, the token column, its values and the marks stay.
+CREATE FUNCTION fencing.unprotect(target regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF target IS NULL THEN
+		RAISE EXCEPTION 'target must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF NOT fencing._drop_guard(target) THEN
+		RAISE NOTICE 'relation "%" is not protected, skipping', target;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.unprotect(regclass) IS
+'removes the guard from a table; its token column, values and marks stay';
+
+-- The protected tables and their settings, read from the guard triggers.
+CREATE VIEW fencing.protected_tables AS
+SELECT t.tgrelid::regclass AS relation,
+       pg_catalog.convert_from(
+           pg_catalog.substring(t.tgargs, 1, pg_catalog.position(t.tgargs, '\x00'::bytea) - 1),
+           pg_catalog.getdatabaseencoding())::name AS token_column,
+       pg_catalog.convert_from(
+           pg_catalog.substring(t.tgargs, pg_catalog.position(t.tgargs, '\x00'::bytea) + 1,
+                                pg_catalog.length(t.tgargs)
+                                - pg_catalog.position(t.tgargs, '\x00'::bytea) - 1),
+           pg_catalog.getdatabaseencoding()) AS mode
+FROM pg_catalog.pg_trigger t
+WHERE t.tgname = 'fencing_guard'
+  AND t.tgparentid = 0
+  AND t.tgfoid = 'fencing.guard()'::pg_catalog.regprocedure;
+GRANT SELECT ON fencing.protected_tables TO PUBLIC;
+COMMENT ON VIEW fencing.protected_tables IS
+'tables guarded by fencing.protect(): token column and mode';
+
+-- One fenced write: apply changes and advance the token iff the row accepts it.
+CREATE FUNCTION fencing.fenced_update(
+	target regclass,
+	key jsonb,
+	token bigint,
+	changes jsonb DEFAULT '{}',
+	on_stale text DEFAULT 'error')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'fenced_update'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing.fenced_update(regclass, jsonb, bigint, jsonb, text) IS
+'updates one row, named by its primary key, iff its stored token accepts the token; true if applied';
+
+-- PostgreSQL as the lock manager: leases and resource fences.
+
+-- Tokens of every grant, for every resource.  A sequence, because it does not
+-- roll back with the transaction that used it: a token is never issued twice.
+-- It starts at the current time in microseconds since 1970, which no earlier
+-- token of this database can have reached (that would take a million grants a
+-- second): so an installation dropped and created again, or a database
+-- restored from an older dump, never hands out a number it handed out before.
+-- For that reason its value is not dumped: a restore starts it afresh.
+CREATE SEQUENCE fencing.token_seq;
+SELECT pg_catalog.setval('fencing.token_seq',
+                         (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint);
+REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
+COMMENT ON SEQUENCE fencing.token_seq IS 'fencing tokens of every grant, for every resource';
+
+-- One row per resource: its current (or last) lease.
+CREATE TABLE fencing.resources (
+	resource text PRIMARY KEY CHECK (resource <> ''),
+	holder text,
+	token bigint,
+	granted_at timestamptz,
+	expires_at timestamptz,
+	released boolean NOT NULL DEFAULT false
+);
+SELECT pg_catalog.pg_extension_config_dump('fencing.resources', '');
+REVOKE ALL ON fencing.resources FROM PUBLIC;
+COMMENT ON TABLE fencing.resources IS 'lease state, one row per resource; read it through fencing.leases';
+
+-- One row per fenced resource: its high-water mark.  Apart from the leases, so
+-- that a transaction holding a fence does not block renew() and acquire().
+CREATE TABLE fencing.fences (
+	resource text PRIMARY KEY CHECK (resource <> ''),
+	token bigint NOT NULL CHECK (token > 0)
+);
+SELECT pg_catalog.pg_extension_config_dump('fencing.fences', '');
+REVOKE ALL ON fencing.fences FROM PUBLIC;
+COMMENT ON TABLE fencing.fences IS 'high-water marks of resources fenced with fencing.fence()';
+
+-- Leases as users see them; live is judged by the server's clock now.
+CREATE VIEW fencing.leases AS
+SELECT r.resource, r.holder, r.token, r.granted_at, r.expires_at,
+       (NOT r.released AND r.expires_at > pg_catalog.clock_timestamp()) AS live
+FROM fencing.resources r
+WHERE r.token IS NOT NULL;
+GRANT SELECT ON fencing.leases TO PUBLIC;
+COMMENT ON VIEW fencing.leases IS 'leases granted by fencing.acquire(); live by the server''s clock now';
+
+-- The functions that write lease and fence state run with the extension
+-- owner's rights, pin search_path and check their arguments themselves.
+CREATE FUNCTION fencing.acquire(resource text, holder text, ttl interval)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'acquire'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION fencing.acquire(text, text, interval) IS
+'grants the lease on a resource if no live lease holds it and returns a new fencing token; NULL otherwise';
+
+CREATE FUNCTION fencing.renew(resource text, holder text, token bigint, ttl interval)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'renew'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION fencing.renew(text, text, bigint, interval) IS
+'extends a live lease held by (holder, token); false if it was lost';
+
+CREATE FUNCTION fencing.release(resource text, holder text, token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'release'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION fencing.release(text, text, bigint) IS
+'ends a live lease held by (holder, token); false if it was lost';
+
+CREATE FUNCTION fencing.fence(resource text, token bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fence'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION fencing.fence(text, bigint) IS
+'compares and advances a resource''s high-water mark, holding its lock until the transaction ends; returns the previous mark';
