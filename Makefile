@@ -6,6 +6,7 @@ MODULE_big = fencing
 OBJS = \
 	src/settings.o \
 	src/merge.o \
+	src/stats.o \
 	src/token.o \
 	src/errors.o \
 	src/table.o \
@@ -28,7 +29,7 @@ DATA = sql/fencing--$(EXTVERSION).sql sql/fencing--0.1.0--0.2.0.sql
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
 REGRESS = setup token_scope split_brain guard modes inputs marks lending truncate fenced_update leases fence \
-	partitioned security plan_cache nested
+	partitioned ddl security plan_cache nested stats
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 
 # isolation tests: test/isolation/specs/NAME.spec
@@ -59,3 +60,28 @@ include $(PGXS)
 .PHONY: bench
 bench:
 	test/bench/run $(BENCH_OPTS)
+
+# TAP tests (test/t/*.pl) against the server binaries of $(PG_CONFIG): each
+# test starts its own clusters.  initdb refuses root, so as root they run as
+# the postgres user.
+PGBIN := $(shell $(PG_CONFIG) --bindir)
+pgxs_dir := $(dir $(PGXS))../..
+TAP_ENV = PATH="$(PGBIN):$$PATH" PG_REGRESS=$(pgxs_dir)/src/test/regress/pg_regress
+.PHONY: prove_installcheck
+prove_installcheck:
+	@if [ "$$(id -u)" = 0 ]; then \
+		tmp=$$(mktemp -d) && cp -r test/t "$$tmp/" && chown -R postgres: "$$tmp" && \
+		cd "$$tmp" && runuser -u postgres -- env $(TAP_ENV) \
+			prove -I $(pgxs_dir)/src/test/perl -I t $(PROVE_FLAGS) t/*.pl; \
+		status=$$?; \
+		[ $$status -eq 0 ] || tail -n 40 tmp_check/log/regress_log_* 2>/dev/null; \
+		rm -rf "$$tmp"; exit $$status; \
+	else \
+		$(TAP_ENV) prove -I $(pgxs_dir)/src/test/perl -I test/t $(PROVE_FLAGS) test/t/*.pl; \
+	fi
+
+# clang-tidy (.clang-tidy: bugprone, clang-analyzer) over the extension's sources.
+.PHONY: tidy
+tidy:
+	clang-tidy --quiet $(OBJS:.o=.cpp) -- -std=c++17 -Wno-register -isystem $(includedir_server) \
+		-isystem $(shell $(PG_CONFIG) --includedir-server)/../internal -D_GNU_SOURCE -Isrc

@@ -94,6 +94,19 @@ LANGUAGE C STABLE;
 COMMENT ON FUNCTION fencing._key_change_condition(regclass) IS
 'internal: checks that protect() can guard the primary key of a table';
 
+-- A table and, if it is partitioned, all of its partitions (pg_partition_tree
+-- alone returns nothing for a table that is not partitioned).
+CREATE FUNCTION fencing._tree(rel regclass, OUT relid regclass, OUT isleaf boolean)
+RETURNS SETOF record
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT rel, (SELECT c.relkind <> 'p' FROM pg_class c WHERE c.oid = rel)
+	UNION
+	SELECT t.relid, t.isleaf FROM pg_partition_tree(rel) t
+$$;
+COMMENT ON FUNCTION fencing._tree(regclass) IS 'internal: a table and its partitions';
+
 -- Drops the guard's triggers from a table (and its TRUNCATE triggers from
 -- its partitions); false if it had none.
 CREATE FUNCTION fencing._drop_guard(target regclass)
@@ -112,7 +125,7 @@ BEGIN
 		        AND g.tgname IN ('fencing_guard', 'fencing_guard_keys', 'fencing_guard_new_keys',
 		                         'fencing_guard_key_changes', 'fencing_guard_truncate'))
 		       OR (g.tgname = 'fencing_guard_truncate'
-		           AND g.tgrelid IN (SELECT p.relid FROM pg_partition_tree(target) p)))
+		           AND g.tgrelid IN (SELECT tr.relid FROM fencing._tree(target) tr)))
 	LOOP
 		EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
 		dropped := dropped OR t.rel = target;
@@ -134,12 +147,12 @@ DECLARE
 	rel regclass;
 BEGIN
 	FOR rel IN
-		SELECT r FROM (SELECT target UNION SELECT p.relid FROM pg_partition_tree(target) p) t(r)
+		SELECT t.relid FROM fencing._tree(target) t
 		WHERE EXISTS (SELECT FROM pg_trigger g
-		              WHERE g.tgrelid = t.r AND g.tgname = 'fencing_guard'
+		              WHERE g.tgrelid = t.relid AND g.tgname = 'fencing_guard'
 		                AND g.tgfoid = 'fencing.guard()'::regprocedure)
 		  AND NOT EXISTS (SELECT FROM pg_trigger g
-		                  WHERE g.tgrelid = t.r AND g.tgname = 'fencing_guard_truncate')
+		                  WHERE g.tgrelid = t.relid AND g.tgname = 'fencing_guard_truncate')
 	LOOP
 		EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s '
 		               'FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard()', rel);
@@ -149,33 +162,167 @@ $$;
 COMMENT ON FUNCTION fencing._guard_truncate(regclass) IS
 'internal: gives a protected table and each of its partitions a BEFORE TRUNCATE guard';
 
--- Partitions created or attached later get their TRUNCATE guard here (their
--- row triggers are cloned by PostgreSQL).  It fires for every role's CREATE
--- and ALTER TABLE, also roles without USAGE on schema fencing, so it runs
--- with the extension owner's rights; all it can do is add the guard's own
--- TRUNCATE trigger to partitions that already carry the guard.
-CREATE FUNCTION fencing._guard_new_partitions()
+-- The guard's settings on a relation (its own or cloned from a partitioned
+-- table), read from the fencing_guard trigger's arguments.
+CREATE FUNCTION fencing._guard_settings(rel regclass, OUT token_column name, OUT mode text)
+RETURNS record
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT convert_from(substring(t.tgargs, 1, position('\x00'::bytea IN t.tgargs) - 1),
+	                    getdatabaseencoding())::name,
+	       convert_from(substring(t.tgargs, position('\x00'::bytea IN t.tgargs) + 1,
+	                              length(t.tgargs) - position('\x00'::bytea IN t.tgargs) - 1),
+	                    getdatabaseencoding())
+	FROM pg_trigger t
+	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard'
+	  AND t.tgfoid = 'fencing.guard()'::regprocedure
+$$;
+COMMENT ON FUNCTION fencing._guard_settings(regclass) IS
+'internal: token column and mode of a relation''s guard';
+
+-- The partitions the current DDL command detached (only in a ddl_command_end
+-- event trigger: the commands PostgreSQL collected can only be read in C).
+CREATE FUNCTION fencing._detached_partitions(OUT parent oid, OUT partition oid)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'detached_partitions'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing._detached_partitions() IS
+'internal: partitions detached by the current DDL command';
+REVOKE ALL ON FUNCTION fencing._detached_partitions() FROM PUBLIC;
+
+-- A partition leaves a protected table: the table keeps what the partition
+-- held.  Its marks (also those a table attached as a partition brought in)
+-- are copied to the table and its ancestors, and the table's floor rises to
+-- the partition's floor and to the highest token of the rows it takes away,
+-- so that none of its keys can come back under an older token.
+CREATE FUNCTION fencing._keep_history(parent regclass, partition regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	settings record;
+	scope oid[];
+	highest bigint;
+	rows_highest bigint;
+	leaf regclass;
+BEGIN
+	SELECT * INTO settings FROM fencing._guard_settings(parent);
+	IF settings.token_column IS NULL THEN
+		RETURN;
+	END IF;
+	scope := ARRAY(SELECT a.relid FROM pg_partition_ancestors(parent) a);
+	INSERT INTO fencing.deleted_keys (relid, key, token)
+	SELECT s, d.key, max(d.token)
+	FROM fencing.deleted_keys d, unnest(scope) s
+	WHERE d.relid IN (SELECT t.relid FROM fencing._tree(partition) t)
+	GROUP BY s, d.key
+	ON CONFLICT (relid, key) DO UPDATE SET token = EXCLUDED.token, deleted_at = now()
+	WHERE deleted_keys.token < EXCLUDED.token;
+	SELECT max(f.token) INTO highest FROM fencing.floors f
+	WHERE f.relid IN (SELECT t.relid FROM fencing._tree(partition) t);
+	FOR leaf IN SELECT t.relid FROM fencing._tree(partition) t WHERE t.isleaf LOOP
+		EXECUTE format('SELECT max(%I) FROM ONLY %s', settings.token_column, leaf) INTO rows_highest;
+		highest := greatest(highest, rows_highest);
+	END LOOP;
+	IF highest > 0 THEN
+		INSERT INTO fencing.floors (relid, token) SELECT s, highest FROM unnest(scope) s
+		ON CONFLICT (relid) DO UPDATE SET token = EXCLUDED.token, raised_at = now()
+		WHERE floors.token < EXCLUDED.token;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing._keep_history(regclass, regclass) IS
+'internal: what a partition detached from a protected table leaves the table';
+
+-- What DDL may not do to a protected table, and what it must keep up to date.
+CREATE FUNCTION fencing._check_guarded(rel regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	settings record;
+	parent regclass;
+	own boolean;
+	depends int2[];
+	key int2[];
+BEGIN
+	-- An inheritance child of a protected table: its rows are the table's,
+	-- and it has no guard.
+	SELECT i.inhparent::regclass INTO parent
+	FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
+	WHERE i.inhrelid = rel AND p.relkind <> 'p'
+	  AND (fencing._guard_settings(i.inhparent)).token_column IS NOT NULL;
+	IF FOUND THEN
+		RAISE EXCEPTION 'relation "%" cannot inherit from protected table "%"', rel, parent
+			USING ERRCODE = 'feature_not_supported',
+			      DETAIL = 'Writes through the table reach the child, which has no guard.',
+			      HINT = 'Use declarative partitioning, whose partitions take the guard.';
+	END IF;
+	SELECT * INTO settings FROM fencing._guard_settings(rel);
+	IF settings.token_column IS NULL THEN
+		RETURN;
+	END IF;
+	IF EXISTS (SELECT FROM pg_class c WHERE c.oid = rel AND c.relpersistence = 'u') THEN
+		RAISE EXCEPTION 'protected relation "%" cannot be unlogged', rel
+			USING ERRCODE = 'feature_not_supported',
+			      DETAIL = 'An unlogged table loses its rows in a crash, and with them their tokens.';
+	END IF;
+	SELECT t.tgparentid = 0 INTO own FROM pg_trigger t
+	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard';
+	IF NOT own THEN
+		RETURN;
+	END IF;
+	-- The primary key changed: the guard must follow it (and refuse a key it cannot mark).
+	SELECT array_agg(d.refobjsubid ORDER BY d.refobjsubid) INTO depends
+	FROM pg_trigger t JOIN pg_depend d ON d.classid = 'pg_trigger'::regclass AND d.objid = t.oid
+	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard_key_changes'
+	  AND d.refclassid = 'pg_class'::regclass AND d.refobjid = rel AND d.refobjsubid > 0;
+	SELECT array_agg(k ORDER BY k) INTO key
+	FROM pg_index i, unnest(i.indkey) k WHERE i.indrelid = rel AND i.indisprimary;
+	IF depends IS DISTINCT FROM key THEN
+		PERFORM fencing.protect(rel, settings.token_column, settings.mode);
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing._check_guarded(regclass) IS
+'internal: refuses DDL that would leave a protected table unguarded, and follows key changes';
+
+-- After CREATE or ALTER of a table: partitions created or attached later get
+-- their TRUNCATE guard (their row triggers PostgreSQL clones), partitions
+-- detached leave their history to the table, and DDL that would leave rows
+-- of a protected table unguarded is refused.  It fires for every role's DDL,
+-- also roles without USAGE on schema fencing, so it runs with the extension
+-- owner's rights; all it can change is the guard of protected tables.
+CREATE FUNCTION fencing._after_table_ddl()
 RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	rel regclass;
+	detached record;
 BEGIN
+	FOR detached IN SELECT * FROM fencing._detached_partitions() LOOP
+		PERFORM fencing._keep_history(detached.parent, detached.partition);
+	END LOOP;
 	FOR rel IN
 		SELECT DISTINCT c.objid::regclass FROM pg_event_trigger_ddl_commands() c
 		JOIN pg_class r ON r.oid = c.objid
-		WHERE c.classid = 'pg_class'::regclass AND r.relkind IN ('r', 'p')
+		WHERE c.classid = 'pg_class'::regclass AND r.relkind IN ('r', 'p', 'f')
 	LOOP
+		PERFORM fencing._check_guarded(rel);
 		PERFORM fencing._guard_truncate(rel);
 	END LOOP;
 END
 $$;
-COMMENT ON FUNCTION fencing._guard_new_partitions() IS
-'internal: event trigger giving new partitions of protected tables their TRUNCATE guard';
-CREATE EVENT TRIGGER fencing_guard_new_partitions ON ddl_command_end
-WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE')
-EXECUTE FUNCTION fencing._guard_new_partitions();
+COMMENT ON FUNCTION fencing._after_table_ddl() IS
+'internal: event trigger keeping protected tables guarded through DDL';
+CREATE EVENT TRIGGER fencing_after_table_ddl ON ddl_command_end
+WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SCHEMA', 'CREATE FOREIGN TABLE')
+EXECUTE FUNCTION fencing._after_table_ddl();
 
 -- Marks and floors of a dropped table go with it (its OID could be reused).
 -- Runs with the owner's rights; it can only be fired by DROP, for objects
@@ -226,6 +373,10 @@ BEGIN
 		RAISE EXCEPTION 'mode must be ''monotonic'' or ''strict'', got ''%''', mode
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	IF token_column = '' THEN
+		RAISE EXCEPTION 'token column name must not be empty'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	SELECT c.relkind INTO kind FROM pg_class c WHERE c.oid = target;
 	IF kind IS NULL THEN
 		RAISE EXCEPTION 'relation with OID % does not exist', target::oid
@@ -233,6 +384,10 @@ BEGIN
 	END IF;
 	IF kind NOT IN ('r', 'p') THEN
 		RAISE EXCEPTION '"%" is not a table', target
+			USING ERRCODE = 'wrong_object_type';
+	END IF;
+	IF (SELECT c.relnamespace FROM pg_class c WHERE c.oid = target) = 'fencing'::regnamespace THEN
+		RAISE EXCEPTION 'relation "%" belongs to the fencing extension', target
 			USING ERRCODE = 'wrong_object_type';
 	END IF;
 	SELECT g.tgrelid::regclass INTO parent FROM pg_trigger c, pg_trigger g
@@ -243,10 +398,31 @@ BEGIN
 			USING ERRCODE = 'object_not_in_prerequisite_state',
 			      HINT = 'Its guard comes from that table; change it there.';
 	END IF;
+	SELECT t.tgrelid::regclass INTO parent FROM pg_partition_tree(target) p
+	JOIN pg_trigger t ON t.tgrelid = p.relid
+	WHERE p.relid <> target AND t.tgname = 'fencing_guard' AND t.tgparentid = 0;
+	IF FOUND THEN
+		RAISE EXCEPTION 'partition "%" of relation "%" is protected on its own', parent, target
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      HINT = 'Run fencing.unprotect() on the partition first; its marks stay.';
+	END IF;
+	IF EXISTS (SELECT FROM pg_inherits i WHERE i.inhparent = target) AND kind <> 'p' THEN
+		RAISE EXCEPTION 'relation "%" has inheritance children', target
+			USING ERRCODE = 'feature_not_supported',
+			      DETAIL = 'Writes through the table reach its children, which the guard would not cover.',
+			      HINT = 'Use declarative partitioning, whose partitions take the guard.';
+	END IF;
+	IF EXISTS (SELECT FROM fencing._tree(target) t JOIN pg_class c ON c.oid = t.relid
+	           WHERE c.relpersistence = 'u') THEN
+		RAISE EXCEPTION 'relation "%" is unlogged', target
+			USING ERRCODE = 'feature_not_supported',
+			      DETAIL = 'An unlogged table loses its rows in a crash, and with them their tokens.';
+	END IF;
 	key_changed := fencing._key_change_condition(target);
 
-	SELECT a.attnum, a.atttypid, a.attgenerated INTO col
-	FROM pg_attribute a
+	SELECT a.attnum, a.atttypid, a.attgenerated, a.attidentity,
+	       pg_get_expr(d.adbin, d.adrelid) AS default_value INTO col
+	FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 	WHERE a.attrelid = target AND a.attname = token_column AND a.attnum > 0 AND NOT a.attisdropped;
 	IF NOT FOUND THEN
 		EXECUTE format('ALTER TABLE %s ADD COLUMN %I bigint NOT NULL DEFAULT 0', target, token_column);
@@ -256,6 +432,11 @@ BEGIN
 			USING ERRCODE = 'datatype_mismatch';
 	ELSIF col.attgenerated <> '' THEN
 		RAISE EXCEPTION 'fencing token column "%" of relation "%" must not be a generated column',
+			token_column, target
+			USING ERRCODE = 'invalid_column_definition';
+	ELSIF col.attidentity <> '' OR coalesce(col.default_value, '0') NOT IN ('0', '0::bigint') THEN
+		-- An INSERT that names no token would present the default as its own.
+		RAISE EXCEPTION 'fencing token column "%" of relation "%" must have no default but 0',
 			token_column, target
 			USING ERRCODE = 'invalid_column_definition';
 	ELSIF EXISTS (SELECT FROM pg_index i
@@ -304,6 +485,41 @@ COMMENT ON FUNCTION fencing.unprotect(regclass) IS
 'removes the guard from a table; its token column, values and marks stay';
 
 SELECT fencing.protect(relation, token_column, mode) FROM fencing.protected_tables;
+
+-- Observability: counters in shared memory (shared_preload_libraries =
+-- 'fencing'), one row per protected relation and per fenced resource of this
+-- database.  The last rejection's key may show values a reader may not
+-- otherwise see, so reading is for the owner and pg_read_all_stats.
+CREATE FUNCTION fencing._stats(
+	OUT relid oid, OUT resource text, OUT writes_accepted bigint, OUT stale_rejections bigint,
+	OUT missing_token_rejections bigint, OUT last_rejection_at timestamptz,
+	OUT last_rejection_kind text, OUT last_rejection_key text,
+	OUT last_rejection_presented bigint, OUT last_rejection_stored bigint,
+	OUT stats_reset timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'stats'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing._stats() IS 'internal: reads the counters behind fencing.stats';
+REVOKE ALL ON FUNCTION fencing._stats() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing._stats() TO pg_read_all_stats;
+
+CREATE VIEW fencing.stats AS
+SELECT s.relid::regclass AS relation, s.resource, s.writes_accepted, s.stale_rejections,
+       s.missing_token_rejections, s.last_rejection_at, s.last_rejection_kind,
+       s.last_rejection_key, s.last_rejection_presented, s.last_rejection_stored, s.stats_reset
+FROM fencing._stats() s
+WHERE s.relid IS NULL OR EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = s.relid);
+COMMENT ON VIEW fencing.stats IS
+'accepted and rejected writes per protected relation and fenced resource, since stats_reset';
+REVOKE ALL ON fencing.stats FROM PUBLIC;
+GRANT SELECT ON fencing.stats TO pg_read_all_stats;
+
+CREATE FUNCTION fencing.stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'stats_reset'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing.stats_reset() IS 'zeroes the counters of fencing.stats for this database';
+REVOKE ALL ON FUNCTION fencing.stats_reset() FROM PUBLIC;
 
 -- Comments on what did not change.
 COMMENT ON FUNCTION fencing.token_accepts(bigint, bigint, boolean) IS

@@ -47,6 +47,18 @@ SELECT t.error_of($$SELECT fencing.fenced_update('vault', '{"id": 1}', 50, '{"ow
 RESET ROLE;
 SELECT * FROM vault ORDER BY id;
 
+-- A role that may not read the token column does not learn stored tokens from messages.
+CREATE ROLE regress_fencing_blind;
+GRANT USAGE ON SCHEMA fencing TO regress_fencing_blind;
+GRANT SELECT (id, owner), UPDATE (secret), DELETE ON vault TO regress_fencing_blind;
+SET ROLE regress_fencing_blind;
+BEGIN;
+SET LOCAL fencing.token = 1;
+UPDATE vault SET secret = 'late' WHERE id = 1;
+ROLLBACK;
+UPDATE vault SET secret = 'no token' WHERE id = 1;
+RESET ROLE;
+
 -- Row-level security applies as to a plain UPDATE: a row the policy hides is not found.
 ALTER TABLE vault ENABLE ROW LEVEL SECURITY;
 CREATE POLICY own_rows ON vault USING (owner = current_user);
@@ -112,5 +124,7 @@ WHERE oid IN ('fencing.guard'::regproc, 'fencing.fenced_update'::regproc,
 
 DROP SCHEMA hostile CASCADE;
 DROP TABLE vault;
-DROP OWNED BY regress_fencing_writer, regress_fencing_reader, regress_fencing_column;
-DROP ROLE regress_fencing_writer, regress_fencing_reader, regress_fencing_column;
+DROP OWNED BY regress_fencing_writer, regress_fencing_reader, regress_fencing_column,
+	regress_fencing_blind;
+DROP ROLE regress_fencing_writer, regress_fencing_reader, regress_fencing_column,
+	regress_fencing_blind;

@@ -85,5 +85,31 @@ ALTER ROLE CURRENT_USER SET fencing.token = 98;
 SHOW fencing.token;
 UPDATE t.scoped SET v = 'leaked' WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
+-- ... not even when RESET or SET ... TO DEFAULT brings them back in a transaction.
+BEGIN;
+RESET fencing.token;
+UPDATE t.scoped SET v = 'leaked' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token TO DEFAULT;
+UPDATE t.scoped SET v = 'leaked' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = 99;
+RESET ALL;
+UPDATE t.scoped SET v = 'leaked' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
 ALTER ROLE CURRENT_USER RESET fencing.token;
+\c "dbname=contrib_regression options=-cfencing.token=555"
+SHOW fencing.token;
+UPDATE t.scoped SET v = 'leaked' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+BEGIN;
+RESET fencing.token;
+UPDATE t.scoped SET v = 'leaked' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
 SELECT * FROM t.scoped;

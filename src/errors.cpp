@@ -2,6 +2,7 @@
  * 23T01 and 23T02, worded once for the guard trigger, fenced_update() and fence().
  */
 #include "errors.hpp"
+#include "stats.hpp"
 
 extern "C" {
 #include "utils/builtins.h"
@@ -54,24 +55,27 @@ static const char *token_text(int64 token)
 
 void report_stale(Relation rel, const char *key, Mode mode, int64 presented, int64 stored)
 {
+	note_rejection(rel, nullptr, Rejection::stale, key, presented, stored);
 	stale(rel, psprintf("relation \"%s\"", RelationGetRelationName(rel)), detail_subject(rel, key), mode,
 	      presented, stored);
 }
 
 void report_stale_resource(const char *resource, int64 presented, int64 stored)
 {
+	note_rejection(nullptr, resource, Rejection::stale, nullptr, presented, stored);
 	stale(nullptr, psprintf("resource \"%s\"", resource), psprintf("Resource \"%s\"", resource),
 	      Mode::monotonic, presented, stored);
 }
 
 void report_missing(Relation rel, const char *key, const char *operation, int64 stored)
 {
+	note_rejection(rel, nullptr, Rejection::missing, key, 0, stored);
 	ereport(ERROR,
 	        (errcode(ERRCODE_FENCING_MISSING_TOKEN),
 	         errmsg("missing fencing token for %s on relation \"%s\"", operation,
 	                RelationGetRelationName(rel)),
-	         errdetail("%s: no token presented, stored token " INT64_FORMAT ".", detail_subject(rel, key),
-	                   stored),
+	         errdetail("%s: no token presented, stored token %s.", detail_subject(rel, key),
+	                   token_text(stored)),
 	         strcmp(operation, "UPDATE") == 0 || strcmp(operation, "INSERT") == 0
 	             ? errhint("Assign the token column in the statement, or run SET LOCAL "
 	                       "fencing.token = <token> in the transaction first.")

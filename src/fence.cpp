@@ -7,6 +7,7 @@
 #include "errors.hpp"
 #include "resources.hpp"
 #include "spi.hpp"
+#include "stats.hpp"
 #include "tokens.hpp"
 
 extern "C" {
@@ -38,5 +39,6 @@ FENCING_FUNCTION(fence)
 	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
 	SPI_finish();
 	require_durable_commit();
+	count_accepted(resource_counter(resource));
 	PG_RETURN_INT64(mark);
 }

@@ -7,6 +7,7 @@
 #include "keys.hpp"
 #include "marks.hpp"
 #include "plan_cache.hpp"
+#include "stats.hpp"
 #include "table.hpp"
 
 extern "C" {
@@ -407,7 +408,11 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 
 	int rc = SPI_execute_plan(plans.update, values, nulls, false, 0);
 	if (rc != SPI_OK_UPDATE)
-		elog(ERROR, "fencing: fenced UPDATE failed: %s", SPI_result_code_string(rc));
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("fenced_update() cannot update relation \"%s\": a rule rewrites its "
+		                       "UPDATE",
+		                       RelationGetRelationName(call.rel)),
+		                errhint("Write to the relation the rule writes to, or with plain SQL.")));
 	if (SPI_processed > 0)
 		return Outcome::applied;
 
@@ -448,7 +453,7 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 const char *describe_call_key(const Call &call)
 {
 	bool isnull[INDEX_MAX_KEYS] = {false};
-	const char *text = describe_key(primary_key(call), key_in_index_order(call), isnull);
+	const char *text = describe_key(call.rel, primary_key(call), key_in_index_order(call), isnull);
 	return text ? text : JsonbToCString(nullptr, &call.key_json->root, VARSIZE(call.key_json));
 }
 
@@ -535,6 +540,9 @@ FENCING_FUNCTION(fenced_update)
 
 	if (outcome == Outcome::stale && !call.skip_stale)
 		report_stale(call.rel, describe_call_key(call), call.fence.mode, call.token, stored);
+	if (outcome == Outcome::stale)
+		note_rejection(call.rel, nullptr, Rejection::stale, describe_call_key(call), call.token,
+		               stored);
 	if (outcome == Outcome::skipped)
 		ereport(ERROR,
 		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

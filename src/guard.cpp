@@ -19,6 +19,7 @@
 #include "keys.hpp"
 #include "marks.hpp"
 #include "settings.hpp"
+#include "stats.hpp"
 #include "table.hpp"
 
 extern "C" {
@@ -75,7 +76,8 @@ struct TableInfo {
 	TableFence fence;
 	KeyColumns key;
 	bool scope_known;
-	MarkScope scope; /* where marks of this relation's keys live */
+	MarkScope scope;       /* where marks of this relation's keys live */
+	PendingCount *counter; /* its accepted writes, for fencing.stats */
 	Lend *lend;
 };
 FENCING_PLAIN_DATA(TableInfo);
@@ -115,6 +117,7 @@ TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 		info->fence = fence;
 		info->key = key_columns(pk);
 		index_close(pk, AccessShareLock);
+		info->counter = relation_counter(trigger->tg_relation);
 		fcinfo->flinfo->fn_extra = info;
 	}
 	return info;
@@ -138,9 +141,15 @@ const char *describe_row(Relation rel, HeapTuple row)
 	Datum values[INDEX_MAX_KEYS];
 	bool isnull[INDEX_MAX_KEYS];
 	key_values(rel, key_columns(pk), row, values, isnull);
-	const char *text = describe_key(pk, values, isnull);
+	const char *text = describe_key(rel, pk, values, isnull);
 	index_close(pk, AccessShareLock);
 	return text;
+}
+
+/* A stored token as a message may show it: not to a user who may not read the token column. */
+int64 shown(Relation rel, AttrNumber token_attnum, int64 stored)
+{
+	return may_read(rel, 1, &token_attnum) ? stored : hidden_token;
 }
 
 /* The token from fencing.token, or 23T02. */
@@ -148,15 +157,18 @@ int64 token_from_setting(const Write &w, HeapTuple row, const char *operation, i
 {
 	int64 token;
 	if (!session_token(&token))
-		report_missing(w.rel, describe_row(w.rel, row), operation, stored);
+		report_missing(w.rel, describe_row(w.rel, row), operation,
+		               shown(w.rel, w.fence->token_attnum, stored));
 	return token;
 }
 
-/* Refuses `presented` unless the table's mode accepts it over `stored`. */
+/* Refuses `presented` unless the table's mode accepts it over `stored`; counts it if accepted. */
 void check(const Write &w, HeapTuple row, int64 presented, int64 stored)
 {
 	if (!token_accepts(w.fence->mode, stored, presented))
-		report_stale(w.rel, describe_row(w.rel, row), w.fence->mode, presented, stored);
+		report_stale(w.rel, describe_row(w.rel, row), w.fence->mode, presented,
+		             shown(w.rel, w.fence->token_attnum, stored));
+	count_accepted(w.info->counter);
 }
 
 /* Where this table's marks live: worked out once per statement. */
@@ -198,6 +210,7 @@ Datum guard_insert(const Write &w)
 	bool explicit_token = !isnull && DatumGetInt64(value) != 0;
 	int64 presented = explicit_token ? require_token(value, false, "fencing token")
 	                                 : token_from_setting(w, row, "INSERT", 0);
+	count_accepted(w.info->counter);
 	/* For ON CONFLICT DO UPDATE: the key this row proposes, should it conflict. */
 	Lend *lend = lend_next(w.info, true, presented);
 	TupleDesc desc = RelationGetDescr(w.rel);
@@ -270,12 +283,9 @@ Datum guard_new_key(const Write &w)
 		record_mark(scope_of(w), old_key, presented);
 	}
 	int64 mark;
-	if (find_high_water(scope_of(w), key, &mark) && !token_accepts(w.fence->mode, mark, presented)) {
-		/* Under row security the inserter learns neither the key nor its deletion's token. */
-		bool hidden = check_enable_rls(RelationGetRelid(w.rel), InvalidOid, true) == RLS_ENABLED;
-		report_stale(w.rel, hidden ? nullptr : describe_row(w.rel, row), w.fence->mode, presented,
-		             hidden ? hidden_token : mark);
-	}
+	if (find_high_water(scope_of(w), key, &mark) && !token_accepts(w.fence->mode, mark, presented))
+		report_stale(w.rel, describe_row(w.rel, row), w.fence->mode, presented,
+		             shown(w.rel, w.fence->token_attnum, mark));
 	return PointerGetDatum(nullptr);
 }
 
@@ -331,14 +341,15 @@ Datum guard_truncate(TriggerData *trigger)
 	if (!find_guard(rel, &fence))
 		return PointerGetDatum(nullptr);
 	int64 presented;
+	const char *column = NameStr(TupleDescAttr(RelationGetDescr(rel), fence.token_attnum - 1)->attname);
 	if (!session_token(&presented))
 		report_missing(rel, all_rows, "TRUNCATE",
-		               highest_stored_token_below(
-		                   rel, NameStr(TupleDescAttr(RelationGetDescr(rel), fence.token_attnum - 1)->attname)));
+		               shown(rel, fence.token_attnum, highest_stored_token_below(rel, column)));
 	int64 stored = highest_stored_token(rel, fence.token_attnum);
 	if (!token_accepts(fence.mode, stored, presented))
-		report_stale(rel, all_rows, fence.mode, presented, stored);
+		report_stale(rel, all_rows, fence.mode, presented, shown(rel, fence.token_attnum, stored));
 	raise_floor(RelationGetRelid(rel), presented);
+	count_accepted(relation_counter(rel));
 	return PointerGetDatum(nullptr);
 }
 

@@ -59,6 +59,11 @@ void forget_relation(Datum, Oid relid)
 	}
 }
 
+size_t columns_size(const PlanShape &shape)
+{
+	return sizeof(AttrNumber) * (shape.nkeys + shape.nchanged);
+}
+
 Key key_of(const PlanShape &shape)
 {
 	Key key;
@@ -69,13 +74,8 @@ Key key_of(const PlanShape &shape)
 	key.nkeys = shape.nkeys;
 	key.nchanged = shape.nchanged;
 	key.columns_hash = hash_bytes(reinterpret_cast<const unsigned char *>(shape.columns),
-	                              sizeof(AttrNumber) * (shape.nkeys + shape.nchanged));
+	                              static_cast<int>(columns_size(shape)));
 	return key;
-}
-
-size_t columns_size(const PlanShape &shape)
-{
-	return sizeof(AttrNumber) * (shape.nkeys + shape.nchanged);
 }
 
 void free_plan(SPIPlanPtr plan)

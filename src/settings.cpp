@@ -1,18 +1,20 @@
 /*
  * Module entry: PG_MODULE_MAGIC, _PG_init and the fencing.token setting.
  *
- * fencing.token is the token of the current transaction only.  PostgreSQL
- * keeps a setting's earlier values on a stack while the transaction that set
- * it runs, and drops that stack when the transaction ends (also for a plain
- * SET, whose value then stays as the session's).  So the value counts only
- * while the setting has a stack: it was set (SET, SET LOCAL, set_config, a
- * function's SET clause) in this transaction.  A session value left by an
- * earlier transaction, a role or database default, PGOPTIONS or
- * postgresql.conf never counts, and a pooled connection cannot hand one
- * client's token to the next client's write.
+ * fencing.token is the token of the current transaction only.  A value
+ * counts when it was assigned by the session (SET, SET LOCAL, set_config, a
+ * function's SET clause: source PGC_S_SESSION, recorded with the value) and
+ * in this transaction: PostgreSQL keeps a setting's earlier values on a stack
+ * while the transaction that set it runs, and drops that stack when the
+ * transaction ends (also for a plain SET, whose value then stays as the
+ * session's).  A session value left by an earlier transaction, a role or
+ * database default, PGOPTIONS or postgresql.conf - also when RESET brings it
+ * back - never counts, and a pooled connection cannot hand one client's
+ * token to the next client's write.
  */
 #include "settings.hpp"
 #include "merge.hpp"
+#include "stats.hpp"
 
 extern "C" {
 #include "utils/builtins.h"
@@ -26,12 +28,18 @@ void _PG_init(void);
 namespace
 {
 
+/* A checked value of fencing.token: the token (0: unset), and whether the session assigned it. */
+struct TokenValue {
+	int64 token;
+	bool assigned;
+};
+
 char *token_text = nullptr;
-int64 token_value = 0; /* 0: not set */
+TokenValue token_value = {0, false};
 const config_generic *token_setting = nullptr;
 
 /* fencing.token must be empty (unset) or a positive bigint. */
-bool check_token(char **newval, void **extra, GucSource)
+bool check_token(char **newval, void **extra, GucSource source)
 {
 	int64 parsed = 0;
 	const char *text = *newval;
@@ -41,24 +49,25 @@ bool check_token(char **newval, void **extra, GucSource)
 		parsed = strtoi64(text, &end, 10);
 		while (end != nullptr && isspace((unsigned char)*end))
 			end++;
-		if (errno != 0 || end == text || *end != '\0' || parsed <= 0) {
+		if (errno != 0 || end == nullptr || end == text || *end != '\0' || parsed <= 0) {
 			GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
 			GUC_check_errmsg("invalid value for parameter \"fencing.token\": \"%s\"", text);
 			GUC_check_errdetail("fencing.token must be a positive bigint.");
 			return false;
 		}
 	}
-	auto *value = static_cast<int64 *>(malloc(sizeof(int64)));
+	auto *value = static_cast<TokenValue *>(malloc(sizeof(TokenValue)));
 	if (value == nullptr)
 		return false;
-	*value = parsed;
+	value->token = parsed;
+	value->assigned = source == PGC_S_SESSION;
 	*extra = value;
 	return true;
 }
 
 void assign_token(const char *, void *extra)
 {
-	token_value = *static_cast<int64 *>(extra);
+	token_value = *static_cast<TokenValue *>(extra);
 }
 
 /* The setting's own entry, where PostgreSQL keeps its stack. */
@@ -79,8 +88,8 @@ namespace fencing
 
 bool session_token(int64 *token)
 {
-	*token = token_value;
-	return token_value > 0 && token_setting->stack != nullptr;
+	*token = token_value.token;
+	return token_value.token > 0 && token_value.assigned && token_setting->stack != nullptr;
 }
 
 } // namespace fencing
@@ -96,5 +105,6 @@ extern "C" void _PG_init(void)
 		MarkGUCPrefixReserved("fencing");
 		token_setting = find_token_setting();
 		fencing::install_merge_check();
+		fencing::install_stats();
 	});
 }

@@ -11,6 +11,10 @@ extern "C" {
 #include "access/nbtree.h"
 #include "access/table.h"
 #include "access/stratnum.h"
+#include "catalog/partition.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/rls.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
@@ -152,14 +156,46 @@ const char *key_equality_operator(Relation pk, int column)
 	return text;
 }
 
-char *describe_key(Relation pk, Datum *values, bool *isnull)
+bool may_read(Relation rel, int ncolumns, const AttrNumber *attnums)
 {
+	Oid user = GetUserId();
+	List *relids = list_make1_oid(RelationGetRelid(rel));
+	if (rel->rd_rel->relispartition)
+		relids = list_concat(relids, get_partition_ancestors(RelationGetRelid(rel)));
+	bool readable = false;
+	ListCell *cell;
+	foreach (cell, relids) {
+		Oid relid = lfirst_oid(cell);
+		if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+			return false;
+		if (pg_class_aclcheck(relid, user, ACL_SELECT) == ACLCHECK_OK)
+			readable = true;
+	}
+	for (int i = 0; !readable && i < ncolumns; i++) {
+		if (pg_attribute_aclcheck(RelationGetRelid(rel), attnums[i], user, ACL_SELECT) != ACLCHECK_OK)
+			return false;
+		readable = i == ncolumns - 1;
+	}
+	return readable;
+}
+
+char *describe_key(Relation rel, Relation pk, Datum *values, bool *isnull)
+{
+	KeyColumns key = key_columns(pk);
+	if (!may_read(rel, key.count, key.attnums))
+		return nullptr;
+	/* Checked above, also through ancestors; PostgreSQL's check looks at the partition only. */
+	Oid user;
+	int context;
+	GetUserIdAndSecContext(&user, &context);
+	SetUserIdAndSecContext(rel->rd_rel->relowner, context | SECURITY_LOCAL_USERID_CHANGE);
+	char *text = BuildIndexValueDescription(pk, values, isnull);
+	SetUserIdAndSecContext(user, context);
 	/* Long keys (a key may be kilobytes) are cut, so that a message stays readable. */
 	constexpr int shown = 200;
-	char *text = BuildIndexValueDescription(pk, values, isnull);
 	if (text == nullptr || strlen(text) <= shown)
 		return text;
-	int length = pg_mbcliplen(text, strlen(text), shown);
+	int length = pg_mbcliplen(text, static_cast<int>(strlen(text)), shown);
 	return psprintf("%.*s...", length, text);
 }
 

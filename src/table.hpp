@@ -68,8 +68,15 @@ void key_values(Relation rel, const KeyColumns &key, HeapTuple tuple, Datum *val
  */
 const char *key_equality_operator(Relation pk, int column);
 
-/* "(id)=(101)", or NULL when the current user may not see the key's values. */
-char *describe_key(Relation pk, Datum *values, bool *isnull);
+/*
+ * May the current user read these columns of `rel`: SELECT on the table or
+ * the columns, directly or through a partition ancestor, and no row-level
+ * security in the way?  Messages show key values and tokens only then.
+ */
+bool may_read(Relation rel, int ncolumns, const AttrNumber *attnums);
+
+/* "(id)=(101)" for key values of `rel` (`pk` its primary key), or NULL when the user may not read them. */
+char *describe_key(Relation rel, Relation pk, Datum *values, bool *isnull);
 
 /* The stored token of a row (NULL counts as 0: nothing accepted yet). */
 int64 stored_token(Relation rel, HeapTuple tuple, AttrNumber token_attnum);

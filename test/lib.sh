@@ -14,7 +14,7 @@ say() { printf '== %s\n' "$*" >&2; }
 ensure_dependencies() {
 	local need=()
 	[ -f /usr/include/postgresql/15/server/postgres.h ] || need+=(postgresql-server-dev-15)
-	for pkg in libipc-run-perl libpq-dev libhiredis-dev redis-server; do
+	for pkg in libipc-run-perl libpq-dev libhiredis-dev redis-server python3-psycopg clang-tidy; do
 		dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 	done
 	command -v g++ >/dev/null || need+=(g++)
@@ -38,50 +38,44 @@ build_and_install() {
 }
 
 FENCING_TMP=""
-stop_cluster() {
-	if [ -n "$FENCING_TMP" ] && [ -d "$FENCING_TMP" ]; then
-		if [ -f "$FENCING_TMP/data/postmaster.pid" ]; then
-			runuser -u postgres -- $PGBIN/pg_ctl -D "$FENCING_TMP/data" -m immediate -w stop >/dev/null 2>&1 || true
+CLUSTERS=()
+cleanup() {
+	local data
+	for data in "${CLUSTERS[@]}"; do
+		if [ -f "$data/postmaster.pid" ]; then
+			runuser -u postgres -- $PGBIN/pg_ctl -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
 		fi
-		rm -rf "$FENCING_TMP"
-	fi
+	done
+	[ -n "$FENCING_TMP" ] && rm -rf "$FENCING_TMP"
 }
 
-# Starts a throwaway cluster; extra "-c name=value" settings may be passed.
+# start_cluster NAME [-c name=value ...]: a throwaway cluster in
+# $FENCING_TMP/NAME (its log: server.log there), stopped on exit; exports
+# PGHOST, PGPORT, PGUSER and PGDATABASE for it.
 start_cluster() {
-	FENCING_TMP=$(mktemp -d /tmp/fencing-test.XXXXXX)
-	trap stop_cluster EXIT
-	trap 'exit 130' INT TERM
-	chown postgres: "$FENCING_TMP"
-	mkdir -p "$FENCING_TMP/socket"
-	chown postgres: "$FENCING_TMP/socket"
-	runuser -u postgres -- $PGBIN/initdb -D "$FENCING_TMP/data" -A trust -U postgres \
-		--no-sync -E UTF8 --locale=C >"$FENCING_TMP/initdb.log" 2>&1 ||
-		{ cat "$FENCING_TMP/initdb.log" >&2; exit 1; }
-	export PGHOST="$FENCING_TMP/socket"
+	local name=$1
+	shift
+	if [ -z "$FENCING_TMP" ]; then
+		FENCING_TMP=$(mktemp -d /tmp/fencing-test.XXXXXX)
+		chown postgres: "$FENCING_TMP"
+		trap cleanup EXIT
+		trap 'exit 130' INT TERM
+	fi
+	local dir="$FENCING_TMP/$name"
+	mkdir -p "$dir/socket"
+	chown -R postgres: "$dir"
+	runuser -u postgres -- $PGBIN/initdb -D "$dir/data" -A trust -U postgres \
+		--no-sync -E UTF8 --locale=C >"$dir/initdb.log" 2>&1 ||
+		{ cat "$dir/initdb.log" >&2; exit 1; }
+	CLUSTERS+=("$dir/data")
+	export PGHOST="$dir/socket"
 	export PGPORT=${FENCING_PORT:-$((20000 + RANDOM % 20000))}
 	export PGUSER=postgres
 	export PGDATABASE=postgres
-	runuser -u postgres -- $PGBIN/pg_ctl -D "$FENCING_TMP/data" -w -l "$FENCING_TMP/server.log" \
+	runuser -u postgres -- $PGBIN/pg_ctl -D "$dir/data" -w -l "$dir/server.log" \
 		-o "-p $PGPORT -k $PGHOST -c listen_addresses='' -c fsync=off -c max_connections=50 $*" \
-		start >/dev/null || { cat "$FENCING_TMP/server.log" >&2; exit 1; }
-	say "throwaway PostgreSQL 15 cluster on socket $PGHOST, port $PGPORT"
-}
-
-# Runs the TAP tests (test/t/*.pl) as the postgres user, in a copy under the
-# throwaway directory; each test starts its own clusters.
-run_tap() {
-	local dir="$FENCING_TMP/tap"
-	mkdir -p "$dir"
-	cp -r "$ROOT/test/t" "$dir/"
-	chown -R postgres: "$dir"
-	(
-		cd "$dir"
-		[ $# -gt 0 ] || set -- t/*.pl
-		runuser -u postgres -- env PATH="$PGBIN:$PATH" \
-			PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress \
-			prove -I /usr/lib/postgresql/15/lib/pgxs/src/test/perl -I t "$@"
-	)
+		start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+	say "throwaway PostgreSQL 15 cluster '$name' on socket $PGHOST, port $PGPORT"
 }
 
 # Builds the worker harness (test/harness/harness.cpp, libpq + hiredis).

@@ -1,0 +1,105 @@
+-- DDL cannot leave a protected table's rows unguarded, and what a partition
+-- held stays with the table when it leaves.
+
+CREATE TABLE shelf (id int PRIMARY KEY, v text);
+SELECT fencing.protect('shelf');
+INSERT INTO shelf VALUES (1, 'a', 10);
+
+-- Inheritance children would take the table's rows without a guard.
+CREATE TABLE shelf_child (PRIMARY KEY (id)) INHERITS (shelf);
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE loose (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0);
+ALTER TABLE loose INHERIT shelf;
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE parent_of_loose (id int PRIMARY KEY, v text);
+ALTER TABLE loose INHERIT parent_of_loose;
+SELECT t.error_of($$SELECT fencing.protect('parent_of_loose')$$);
+ALTER TABLE loose NO INHERIT parent_of_loose;
+
+-- Unlogged tables lose their rows in a crash, and with them their tokens.
+CREATE UNLOGGED TABLE scratchpad (id int PRIMARY KEY);
+SELECT t.error_of($$SELECT fencing.protect('scratchpad')$$);
+ALTER TABLE shelf SET UNLOGGED;
+\echo :LAST_ERROR_SQLSTATE
+
+-- The token column must not present a token of its own.
+CREATE TABLE defaults (id int PRIMARY KEY, tok bigint DEFAULT 7, ident bigint GENERATED ALWAYS AS IDENTITY);
+SELECT t.error_of($$SELECT fencing.protect('defaults', 'tok')$$);
+SELECT t.error_of($$SELECT fencing.protect('defaults', 'ident')$$);
+SELECT t.error_of($$SELECT fencing.protect('defaults', '')$$);
+SELECT t.error_of($$SELECT fencing.protect('fencing.deleted_keys')$$);
+
+-- A primary key change: the guard follows the new key, and refuses one it cannot mark.
+CREATE TABLE people (id int, email text NOT NULL, PRIMARY KEY (id));
+SELECT fencing.protect('people');
+INSERT INTO people VALUES (1, 'a@x', 5);
+ALTER TABLE people DROP CONSTRAINT people_pkey, ADD PRIMARY KEY (email);
+SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'people'::regclass AND tgname = 'fencing_guard_key_changes';
+BEGIN;
+SET LOCAL fencing.token = 6;
+DELETE FROM people WHERE email = 'a@x';
+COMMIT;
+INSERT INTO people VALUES (2, 'a@x', 5);
+\echo :LAST_ERROR_SQLSTATE
+CREATE COLLATION IF NOT EXISTS case_blind (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+ALTER TABLE people DROP CONSTRAINT people_pkey, ADD PRIMARY KEY (id);
+ALTER TABLE people ALTER COLUMN email TYPE text COLLATE case_blind;
+ALTER TABLE people DROP CONSTRAINT people_pkey, ADD PRIMARY KEY (email);
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE people DROP CONSTRAINT people_pkey;
+\echo :LAST_ERROR_SQLSTATE
+
+-- A rule that rewrites UPDATE: fenced_update() says so (0A000).
+CREATE TABLE ruled (id int PRIMARY KEY, v text);
+SELECT fencing.protect('ruled');
+INSERT INTO ruled VALUES (1, 'x', 1);
+CREATE RULE quiet AS ON UPDATE TO ruled DO INSTEAD NOTHING;
+SELECT t.error_of($$SELECT fencing.fenced_update('ruled', '{"id": 1}', 2, '{"v": "y"}')$$);
+
+-- A partition made by CREATE SCHEMA ... CREATE TABLE gets its TRUNCATE guard too.
+CREATE TABLE racks (id int PRIMARY KEY, v text) PARTITION BY RANGE (id);
+SELECT fencing.protect('racks');
+CREATE SCHEMA annex CREATE TABLE racks_low PARTITION OF public.racks FOR VALUES FROM (0) TO (100);
+SELECT count(*) AS truncate_guards FROM pg_trigger
+WHERE tgrelid = 'annex.racks_low'::regclass AND tgname = 'fencing_guard_truncate';
+INSERT INTO racks VALUES (1, 'x', 100);
+TRUNCATE annex.racks_low;
+\echo :LAST_ERROR_SQLSTATE
+
+-- DETACH: the table keeps what the partition held.  Its TRUNCATE floor ...
+CREATE TABLE racks_high PARTITION OF racks FOR VALUES FROM (100) TO (200);
+INSERT INTO racks VALUES (150, 'y', 100);
+BEGIN;
+SET LOCAL fencing.token = 110;
+TRUNCATE racks_high;
+COMMIT;
+ALTER TABLE racks DETACH PARTITION racks_high;
+CREATE TABLE racks_high2 PARTITION OF racks FOR VALUES FROM (100) TO (200);
+INSERT INTO racks VALUES (150, 'stale', 109);
+\echo :LAST_ERROR_SQLSTATE
+-- ... the marks a table brought in when it was attached ...
+CREATE TABLE racks_mid (id int PRIMARY KEY, v text);
+SELECT fencing.protect('racks_mid');
+INSERT INTO racks_mid VALUES (250, 'z', 120);
+BEGIN;
+SET LOCAL fencing.token = 130;
+DELETE FROM racks_mid;
+COMMIT;
+SELECT fencing.unprotect('racks_mid');
+ALTER TABLE racks ATTACH PARTITION racks_mid FOR VALUES FROM (200) TO (300);
+ALTER TABLE racks DETACH PARTITION racks_mid;
+CREATE TABLE racks_mid2 PARTITION OF racks FOR VALUES FROM (200) TO (300);
+INSERT INTO racks VALUES (250, 'stale', 129);
+\echo :LAST_ERROR_SQLSTATE
+-- ... and the tokens of the rows it takes away.
+INSERT INTO racks VALUES (260, 'w', 140);
+ALTER TABLE racks DETACH PARTITION racks_mid2;
+CREATE TABLE racks_mid3 PARTITION OF racks FOR VALUES FROM (200) TO (300);
+INSERT INTO racks VALUES (260, 'stale', 139);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO racks VALUES (260, 'new holder', 140);
+SELECT relid, token FROM fencing.floors WHERE relid = 'racks'::regclass;
+
+DROP TABLE shelf, loose, parent_of_loose, scratchpad, defaults, people, ruled, racks,
+	racks_high, racks_mid, racks_mid2;
+DROP SCHEMA annex;

@@ -1,0 +1,410 @@
+/*
+ * fencing.stats: a fixed-size hash table in shared memory, one entry per
+ * (database, protected relation) and per (database, fenced resource), like
+ * pg_stat_statements.  Counters are atomics; the last rejection of an entry
+ * is guarded by its spinlock; the table by one LWLock (shared to count,
+ * exclusive to add or evict an entry).  When it is full, the entry used
+ * longest ago makes room.
+ */
+#include "stats.hpp"
+#include "errors.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/partition.h"
+#include "common/hashfn.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+}
+
+namespace fencing
+{
+
+namespace
+{
+
+bool stats_on = true;
+int stats_max = 1000;
+int log_rejections = 0; /* 0 off, 1 stale, 2 all */
+
+const config_enum_entry log_rejection_options[] = {
+    {"off", 0, false}, {"stale", 1, false}, {"all", 2, false}, {nullptr, 0, false}};
+
+/* What an entry counts: a relation (resource 0) or a resource (relid 0) of a database. */
+struct Key {
+	Oid dbid;
+	Oid relid;
+	uint64 resource; /* hash of the resource's name */
+};
+
+constexpr int shown = 128; /* bytes kept of a resource name or a key's text */
+
+struct Entry {
+	Key key;
+	pg_atomic_uint64 accepted;
+	pg_atomic_uint64 stale;
+	pg_atomic_uint64 missing;
+	slock_t mutex; /* protects the fields below */
+	TimestampTz used_at;
+	TimestampTz reset_at;
+	TimestampTz rejected_at; /* 0: no rejection since the reset */
+	bool rejected_stale;
+	int64 presented;
+	int64 stored;
+	char resource[shown];
+	char rejected_key[shown];
+};
+FENCING_PLAIN_DATA(Entry);
+
+LWLock *lock = nullptr;
+HTAB *entries = nullptr; /* in shared memory; nullptr when not preloaded */
+
+shmem_request_hook_type previous_request = nullptr;
+shmem_startup_hook_type previous_startup = nullptr;
+
+} // namespace
+
+/* A pending count: accepted writes of this transaction, not yet in shared memory. */
+struct PendingCount {
+	Key key;
+	uint64 accepted;
+	char resource[shown];
+};
+FENCING_PLAIN_DATA(PendingCount);
+
+namespace
+{
+
+HTAB *pending = nullptr; /* backend memory */
+bool callback_registered = false;
+
+Size shared_size()
+{
+	return MAXALIGN(hash_estimate_size(stats_max, sizeof(Entry)));
+}
+
+void request_shared()
+{
+	if (previous_request != nullptr)
+		previous_request();
+	RequestAddinShmemSpace(shared_size());
+	RequestNamedLWLockTranche("fencing stats", 1);
+}
+
+void start_shared()
+{
+	if (previous_startup != nullptr)
+		previous_startup();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	lock = &GetNamedLWLockTranche("fencing stats")->lock;
+	HASHCTL ctl;
+	ctl.keysize = sizeof(Key);
+	ctl.entrysize = sizeof(Entry);
+	entries = ShmemInitHash("fencing stats", stats_max, stats_max, &ctl,
+	                        HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void copy_text(char *to, const char *from)
+{
+	size_t length = from ? strlen(from) : 0;
+	if (length >= shown)
+		length = static_cast<size_t>(pg_mbcliplen(from, static_cast<int>(length), shown - 1));
+	memcpy(to, from ? from : "", length);
+	to[length] = '\0';
+}
+
+void init_entry(Entry *entry, const char *resource)
+{
+	pg_atomic_init_u64(&entry->accepted, 0);
+	pg_atomic_init_u64(&entry->stale, 0);
+	pg_atomic_init_u64(&entry->missing, 0);
+	SpinLockInit(&entry->mutex);
+	entry->used_at = entry->reset_at = GetCurrentTimestamp();
+	entry->rejected_at = 0;
+	entry->rejected_stale = false;
+	entry->presented = entry->stored = 0;
+	copy_text(entry->resource, resource);
+	entry->rejected_key[0] = '\0';
+}
+
+/* The shared entry of `key`, made (evicting the least recently used) if needed; lock held shared. */
+Entry *shared_entry(const Key &key, const char *resource)
+{
+	bool found;
+	auto *entry = static_cast<Entry *>(hash_search(entries, &key, HASH_FIND, &found));
+	if (entry != nullptr)
+		return entry;
+	LWLockRelease(lock);
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	entry = static_cast<Entry *>(hash_search(entries, &key, HASH_ENTER_NULL, &found));
+	if (entry == nullptr) {
+		HASH_SEQ_STATUS status;
+		Entry *oldest = nullptr;
+		hash_seq_init(&status, entries);
+		for (Entry *e; (e = static_cast<Entry *>(hash_seq_search(&status))) != nullptr;)
+			if (oldest == nullptr || e->used_at < oldest->used_at)
+				oldest = e;
+		hash_search(entries, &oldest->key, HASH_REMOVE, &found);
+		entry = static_cast<Entry *>(hash_search(entries, &key, HASH_ENTER, &found));
+	}
+	if (!found)
+		init_entry(entry, resource);
+	LWLockRelease(lock);
+	LWLockAcquire(lock, LW_SHARED);
+	/* Evicted meanwhile by another backend making room: counted nowhere, as pg_stat_statements. */
+	return static_cast<Entry *>(hash_search(entries, &key, HASH_FIND, &found));
+}
+
+/* At commit, the transaction's accepted writes go to shared memory; at abort, nowhere. */
+void end_of_transaction(XactEvent event, void *)
+{
+	if (pending == nullptr || hash_get_num_entries(pending) == 0)
+		return;
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+	    event != XACT_EVENT_PARALLEL_COMMIT && event != XACT_EVENT_PARALLEL_ABORT)
+		return;
+	bool commit = event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT;
+	HASH_SEQ_STATUS status;
+	hash_seq_init(&status, pending);
+	if (commit)
+		LWLockAcquire(lock, LW_SHARED);
+	TimestampTz now = GetCurrentTimestamp();
+	for (PendingCount *count; (count = static_cast<PendingCount *>(hash_seq_search(&status)));) {
+		if (commit && count->accepted > 0) {
+			Entry *entry = shared_entry(count->key, count->resource);
+			if (entry != nullptr) {
+				pg_atomic_fetch_add_u64(&entry->accepted, static_cast<int64>(count->accepted));
+				SpinLockAcquire(&entry->mutex);
+				entry->used_at = now;
+				SpinLockRelease(&entry->mutex);
+			}
+		}
+		bool found;
+		hash_search(pending, &count->key, HASH_REMOVE, &found);
+	}
+	if (commit)
+		LWLockRelease(lock);
+}
+
+PendingCount *pending_count(const Key &key, const char *resource)
+{
+	if (!stats_on || entries == nullptr)
+		return nullptr;
+	if (pending == nullptr) {
+		HASHCTL ctl;
+		ctl.keysize = sizeof(Key);
+		ctl.entrysize = sizeof(PendingCount);
+		ctl.hcxt = TopMemoryContext;
+		pending = hash_create("fencing pending counts", 16, &ctl,
+		                      HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	if (!callback_registered) {
+		RegisterXactCallback(end_of_transaction, nullptr);
+		callback_registered = true;
+	}
+	bool found;
+	auto *count = static_cast<PendingCount *>(hash_search(pending, &key, HASH_ENTER, &found));
+	if (!found) {
+		count->accepted = 0;
+		copy_text(count->resource, resource);
+	}
+	return count;
+}
+
+/* The relation a write to `rel` counts for: the partitioned table its guard was cloned from. */
+Oid counted_relation(Relation rel)
+{
+	TriggerDesc *triggers = rel->trigdesc;
+	for (int i = 0; triggers != nullptr && i < triggers->numtriggers; i++) {
+		const Trigger *trigger = &triggers->triggers[i];
+		if (trigger->tgisclone && strcmp(trigger->tgname, "fencing_guard") == 0)
+			return llast_oid(get_partition_ancestors(RelationGetRelid(rel)));
+	}
+	return RelationGetRelid(rel);
+}
+
+Key relation_key(Relation rel)
+{
+	Key key;
+	memset(&key, 0, sizeof key);
+	key.dbid = MyDatabaseId;
+	key.relid = counted_relation(rel);
+	return key;
+}
+
+Key resource_key(const char *resource)
+{
+	Key key;
+	memset(&key, 0, sizeof key);
+	key.dbid = MyDatabaseId;
+	key.resource = hash_bytes_extended(reinterpret_cast<const unsigned char *>(resource),
+	                                   static_cast<int>(strlen(resource)), 0);
+	if (key.resource == 0)
+		key.resource = 1;
+	return key;
+}
+
+} // namespace
+
+PendingCount *relation_counter(Relation rel)
+{
+	return stats_on && entries != nullptr ? pending_count(relation_key(rel), nullptr) : nullptr;
+}
+
+PendingCount *resource_counter(const char *resource)
+{
+	return stats_on && entries != nullptr ? pending_count(resource_key(resource), resource)
+	                                      : nullptr;
+}
+
+void count_accepted(PendingCount *counter)
+{
+	if (counter != nullptr)
+		counter->accepted++;
+}
+
+void note_rejection(Relation rel, const char *resource, Rejection kind, const char *key,
+                    int64 presented, int64 stored)
+{
+	bool stale = kind == Rejection::stale;
+	if (log_rejections == 2 || (log_rejections == 1 && stale)) {
+		const char *what = rel ? psprintf("relation %s", relation_display_name(rel))
+		                       : psprintf("resource \"%s\"", resource);
+		const char *write = stale ? psprintf("stale token " INT64_FORMAT, presented)
+		                          : "write without a token";
+		ereport(LOG, (errmsg("fencing: %s rejected for %s, key %s: stored token " INT64_FORMAT,
+		                     write, what, key ? key : "-", stored),
+		              errhidestmt(true)));
+	}
+	if (!stats_on || entries == nullptr)
+		return;
+	Key k = rel ? relation_key(rel) : resource_key(resource);
+	LWLockAcquire(lock, LW_SHARED);
+	Entry *entry = shared_entry(k, resource);
+	if (entry != nullptr) {
+		pg_atomic_fetch_add_u64(stale ? &entry->stale : &entry->missing, 1);
+		SpinLockAcquire(&entry->mutex);
+		entry->used_at = entry->rejected_at = GetCurrentTimestamp();
+		entry->rejected_stale = stale;
+		entry->presented = presented;
+		entry->stored = stored;
+		copy_text(entry->rejected_key, key);
+		SpinLockRelease(&entry->mutex);
+	}
+	LWLockRelease(lock);
+}
+
+void install_stats()
+{
+	DefineCustomBoolVariable("fencing.stats", "Counts accepted and rejected writes in fencing.stats.",
+	                         "Takes effect with shared_preload_libraries = 'fencing'.", &stats_on,
+	                         true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+	DefineCustomEnumVariable("fencing.log_rejections",
+	                         "Logs every rejected write (stale: stale tokens only).", nullptr,
+	                         &log_rejections, 0, log_rejection_options, PGC_SUSET, 0, nullptr,
+	                         nullptr, nullptr);
+	/* A server setting can only be defined while the server starts, and only then is it needed. */
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	DefineCustomIntVariable("fencing.stats_max",
+	                        "Relations and resources fencing.stats keeps counters for.", nullptr,
+	                        &stats_max, 1000, 100, 1000000, PGC_POSTMASTER, 0, nullptr, nullptr,
+	                        nullptr);
+	previous_request = shmem_request_hook;
+	shmem_request_hook = request_shared;
+	previous_startup = shmem_startup_hook;
+	shmem_startup_hook = start_shared;
+}
+
+namespace
+{
+
+/* Calls f(entry) for each entry of the current database, under the table's shared lock. */
+template <typename F> void each_entry_of_database(F f)
+{
+	if (entries == nullptr)
+		return;
+	LWLockAcquire(lock, LW_SHARED);
+	HASH_SEQ_STATUS status;
+	hash_seq_init(&status, entries);
+	for (Entry *entry; (entry = static_cast<Entry *>(hash_seq_search(&status))) != nullptr;)
+		if (entry->key.dbid == MyDatabaseId)
+			f(entry);
+	LWLockRelease(lock);
+}
+
+} // namespace
+
+} // namespace fencing
+
+using namespace fencing;
+
+/* fencing._stats(): the counters of the current database, one row per relation or resource. */
+FENCING_FUNCTION(stats)
+{
+	InitMaterializedSRF(fcinfo, 0);
+	auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+	if (entries == nullptr) {
+		ereport(WARNING,
+		        (errmsg("fencing.stats is empty: the module is not in shared_preload_libraries"),
+		         errhint("Add 'fencing' to shared_preload_libraries and restart the server.")));
+		return static_cast<Datum>(0);
+	}
+	each_entry_of_database([rsinfo](Entry *entry) {
+		Datum values[11];
+		bool nulls[11] = {false};
+		SpinLockAcquire(&entry->mutex);
+		Entry copy = *entry;
+		SpinLockRelease(&entry->mutex);
+		values[0] = ObjectIdGetDatum(copy.key.relid);
+		nulls[0] = copy.key.relid == InvalidOid;
+		values[1] = CStringGetTextDatum(copy.resource);
+		nulls[1] = copy.key.relid != InvalidOid;
+		values[2] = Int64GetDatum(pg_atomic_read_u64(&entry->accepted));
+		values[3] = Int64GetDatum(pg_atomic_read_u64(&entry->stale));
+		values[4] = Int64GetDatum(pg_atomic_read_u64(&entry->missing));
+		bool rejected = copy.rejected_at != 0;
+		values[5] = TimestampTzGetDatum(copy.rejected_at);
+		values[6] = CStringGetTextDatum(copy.rejected_stale ? "stale" : "missing");
+		values[7] = CStringGetTextDatum(copy.rejected_key);
+		values[8] = Int64GetDatum(copy.presented);
+		values[9] = Int64GetDatum(copy.stored);
+		for (int i = 5; i <= 9; i++)
+			nulls[i] = !rejected;
+		nulls[8] = nulls[8] || !copy.rejected_stale;
+		nulls[9] = nulls[9] || copy.stored == hidden_token;
+		nulls[7] = nulls[7] || copy.rejected_key[0] == '\0';
+		values[10] = TimestampTzGetDatum(copy.reset_at);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	});
+	return static_cast<Datum>(0);
+}
+
+/* fencing.stats_reset(): zeroes the counters of the current database. */
+FENCING_FUNCTION(stats_reset)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	each_entry_of_database([now](Entry *entry) {
+		pg_atomic_write_u64(&entry->accepted, 0);
+		pg_atomic_write_u64(&entry->stale, 0);
+		pg_atomic_write_u64(&entry->missing, 0);
+		SpinLockAcquire(&entry->mutex);
+		entry->reset_at = now;
+		entry->rejected_at = 0;
+		entry->rejected_key[0] = '\0';
+		SpinLockRelease(&entry->mutex);
+	});
+	PG_RETURN_VOID();
+}
