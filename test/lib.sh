@@ -14,11 +14,14 @@ say() { printf '== %s\n' "$*" >&2; }
 ensure_dependencies() {
 	local need=()
 	[ -f /usr/include/postgresql/15/server/postgres.h ] || need+=(postgresql-server-dev-15)
-	for pkg in libipc-run-perl libpq-dev libhiredis-dev redis-server python3-psycopg clang-tidy; do
+	for pkg in libipc-run-perl libpq-dev libhiredis-dev redis-server python3-psycopg \
+		python3-psycopg2 clang-tidy libpostgresql-jdbc-java libspring-jdbc-java; do
 		dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 	done
 	command -v g++ >/dev/null || need+=(g++)
 	command -v make >/dev/null || need+=(make)
+	command -v javac >/dev/null || need+=(default-jdk-headless)
+	command -v npm >/dev/null || need+=(npm)
 	if [ ${#need[@]} -gt 0 ]; then
 		say "installing ${need[*]}"
 		if [ "$(id -u)" -ne 0 ]; then

@@ -1,0 +1,161 @@
+"""Runs every example in README.md, so that a README example that breaks
+fails the suite.
+
+- ```sql blocks run in order, statement by statement, in one session of a
+  fresh database (state carries over from block to block).  A statement
+  followed on its line by a comment "-- ERROR <SQLSTATE>" must fail with that
+  SQLSTATE; every other statement must succeed.
+- ```python blocks run as scripts with /usr/bin/python3 (Debian's psycopg).
+- ```javascript blocks run with node, with npm's pg installed in a scratch
+  directory.
+- ```java blocks are compiled and run with Debian's PgJDBC and Spring JDBC.
+- ```sh and ```text blocks are commands and output shown to the reader (the
+  quick start's commands are what CI runs); they are not run here.
+
+Every block sees PGHOST, PGPORT, PGUSER and PGDATABASE of the README database.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import psycopg
+
+BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
+EXPECT = re.compile(r"--\s*ERROR\s+([0-9A-Z]{5})")
+
+
+def statements(sql):
+    """Splits SQL text at top-level semicolons; a comment after a semicolon on
+    the same line stays with that statement."""
+    out, current, i, n = [], [], 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if sql.startswith("--", i):
+            j = sql.find("\n", i)
+            j = n if j < 0 else j
+            current.append(sql[i:j])
+            i = j
+            continue
+        if c == "'" or c == '"':
+            j = i + 1
+            while j < n and not (sql[j] == c and not sql.startswith(c + c, j)):
+                j += 2 if sql.startswith(c + c, j) else 1
+            current.append(sql[i:j + 1])
+            i = j + 1
+            continue
+        m = re.match(r"\$\w*\$", sql[i:])
+        if m:
+            tag = m.group(0)
+            j = sql.find(tag, i + len(tag))
+            j = n if j < 0 else j + len(tag)
+            current.append(sql[i:j])
+            i = j
+            continue
+        if c == ";":
+            j = sql.find("\n", i)
+            j = n if j < 0 else j
+            rest = sql[i + 1:j]
+            current.append(";" + (rest if rest.strip().startswith("--") else ""))
+            i = j if rest.strip().startswith("--") else i + 1
+            text = "".join(current).strip()
+            if text and text != ";":
+                out.append(text)
+            current = []
+            continue
+        current.append(c)
+        i += 1
+    text = "".join(current).strip()
+    if text and not all(line.strip().startswith("--") or not line.strip()
+                        for line in text.splitlines()):
+        out.append(text)
+    return out
+
+
+def run_sql(conn, block, number):
+    failures = []
+    for statement in statements(block):
+        body = "\n".join(line for line in statement.splitlines()
+                         if not line.strip().startswith("--"))
+        if not body.strip() or body.strip() == ";":
+            continue
+        expected = EXPECT.search(statement)
+        try:
+            conn.execute(body)
+            if expected:
+                failures.append(f"block {number}: succeeded, expected {expected.group(1)}:\n  {statement}")
+        except psycopg.Error as e:
+            if not expected or e.sqlstate != expected.group(1):
+                failures.append(f"block {number}: {e.sqlstate}: {str(e).strip()}\n  in: {statement}")
+                if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                    conn.execute("ROLLBACK")
+    return failures
+
+
+def run_program(kind, code, number, scratch, env):
+    path = os.path.join(scratch, f"block{number}")
+    if kind == "python":
+        command = ["/usr/bin/python3", path + ".py"]
+        with open(path + ".py", "w") as f:
+            f.write(code)
+    elif kind == "javascript":
+        command = ["node", path + ".js"]
+        with open(path + ".js", "w") as f:
+            f.write(code)
+    else:  # java: the class is named in the block
+        name = re.search(r"public class (\w+)", code).group(1)
+        directory = os.path.join(scratch, f"java{number}")
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, name + ".java"), "w") as f:
+            f.write(code)
+        jars = ":".join(os.path.join("/usr/share/java", j) for j in (
+            "postgresql.jar", "spring3-jdbc.jar", "spring3-core.jar", "spring3-beans.jar",
+            "spring3-transaction.jar", "commons-logging.jar"))
+        compiled = subprocess.run(["javac", "-cp", jars, "-d", directory,
+                                   os.path.join(directory, name + ".java")],
+                                  capture_output=True, text=True)
+        if compiled.returncode != 0:
+            return [f"block {number} (java) does not compile:\n{compiled.stderr}"]
+        command = ["java", "-cp", jars + ":" + directory, name]
+    result = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True,
+                            timeout=120)
+    sys.stdout.write(result.stdout)
+    if result.returncode != 0:
+        return [f"block {number} ({kind}) exited {result.returncode}:\n{result.stdout}{result.stderr}"]
+    return []
+
+
+def main():
+    readme, database = sys.argv[1], sys.argv[2]
+    text = open(readme).read()
+    env = dict(os.environ, PGDATABASE=database)
+    failures, counts = [], {}
+    with tempfile.TemporaryDirectory() as scratch:
+        if "```javascript" in text:
+            installed = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund",
+                                        "--prefix", scratch, "pg@8"], capture_output=True, text=True)
+            if installed.returncode != 0:
+                print(installed.stdout + installed.stderr)
+                failures.append("npm install pg failed")
+        with psycopg.connect(dbname=database, autocommit=True) as conn:
+            for number, match in enumerate(BLOCK.finditer(text), 1):
+                kind, code = match.group(1), match.group(2)
+                if kind == "sql":
+                    failures += run_sql(conn, code, number)
+                elif kind in ("python", "javascript", "java"):
+                    failures += run_program(kind, code, number, scratch, env)
+                else:
+                    continue
+                counts[kind] = counts.get(kind, 0) + 1
+    print("README blocks run: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    for failure in failures:
+        print("FAILED:", failure)
+    ok = not failures and counts.get("sql", 0) > 0
+    print(f"test readme_examples ... {'ok' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
