@@ -22,6 +22,8 @@ ensure_dependencies() {
 	command -v make >/dev/null || need+=(make)
 	command -v javac >/dev/null || need+=(default-jdk-headless)
 	command -v npm >/dev/null || need+=(npm)
+	command -v spin >/dev/null || need+=(spin)
+	command -v gcc >/dev/null || need+=(gcc)
 	if [ ${#need[@]} -gt 0 ]; then
 		say "installing ${need[*]}"
 		if [ "$(id -u)" -ne 0 ]; then

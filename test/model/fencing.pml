@@ -1,0 +1,353 @@
+/*
+ * fencing: the protocol, model-checked (see README.md in this directory).
+ *
+ * Lease service, workers that can pause, and the storage guard, small enough
+ * for SPIN to explore every interleaving. One file gives the design and the
+ * weakened variants through -D switches:
+ *
+ *   design    (no switch)     the guard, deleted-key marks, truncate floor,
+ *                             fence() holding its lock to COMMIT
+ *   STRICT                    strict mode (t > s) instead of monotonic (t >= s)
+ *   RESET                     the counter can be reset once (Redis without
+ *                             persistence); the lease is lost with it
+ *   (a) NO_MARKS              re-insert after DELETE ignores the key's mark
+ *   (b) SEED                  only UPDATE ... WHERE last_fencing_token < :token
+ *   (c) LOCK_ONLY             storage takes any write; the lease is all there is
+ *   (e) NO_FLOOR              TRUNCATE leaves no floor
+ *   (f) FENCE_UNLOCKED        fence() does not hold the resource lock to COMMIT
+ *   (d) is RESET without STRICT.
+ *
+ *   NO_FENCE, NO_UNFENCED     leave out fenced writes / the tokenless client
+ *   WITNESS                   stop at the first stale UPDATE refused
+ *   WORKERS KEYS GRANTS       bounds; PROPS  bit set of checked properties
+ */
+
+#ifndef WORKERS
+#define WORKERS 2       /* processes competing for the one resource */
+#endif
+#ifndef KEYS
+#define KEYS 2          /* rows of the protected table */
+#endif
+#ifndef GRANTS
+#define GRANTS 3        /* lease grants in a run: bounds the tokens */
+#endif
+#ifndef PROPS
+#define PROPS 31        /* bit n-1 checks Pn; 31 = P1..P5 */
+#endif
+#if KEYS > 3
+#error "any_write() picks one of at most 3 keys"
+#endif
+#define want(n) ((PROPS & (1 << ((n) - 1))) != 0)
+
+#define max(a, b) ((a) > (b) -> (a) : (b))
+#define name(me) ((me) + 'A' - 1)   /* workers are A, B, C in the traces */
+
+/* The one comparison (src/token.hpp, fencing::token_accepts). */
+#ifdef STRICT
+#define accepts(t, stored) ((t) > (stored))
+#else
+#define accepts(t, stored) ((t) >= (stored))
+#endif
+
+/* ------------------------------------------------------------------------
+ * Lease service: fencing.acquire/renew/release on one resource.
+ * Time is abstract: the server's clock is judged only by the `clock` process,
+ * which may let a live lease expire at any moment. That is every pause of a
+ * holder longer than the TTL (GC, I/O, SIGSTOP), heartbeat included.
+ */
+byte counter;           /* last token issued (fencing.token_seq / INCR) */
+byte holder;            /* holder of the lease, 0 = none */
+byte ltoken;            /* its token */
+bool live;              /* neither released nor expired */
+byte grants;            /* grants so far: the model's bound */
+
+/* ghosts of the reset, for P4 */
+bool reset_done;
+byte before_reset;      /* highest token issued before the reset */
+
+#define holds(me, t) (live && holder == (me) && ltoken == (t))
+
+/* acquire(): granted iff no live lease (none, released or expired); a new
+ * token from the global counter. Blocks (retries) while someone holds it. */
+inline acquire(me)
+{
+    d_step {
+        !live && grants < GRANTS ->
+        counter++;
+        grants++;
+        holder = me; ltoken = counter; live = true;
+        tok = counter; grant = grants;
+        reissued = (reset_done && tok <= before_reset);
+        printf("%c acquires the lease: token %d\n", name(me), tok)
+    }
+}
+
+active proctype clock()
+{
+end:
+    do
+    :: d_step { live -> live = false;
+                printf("lease of %c (token %d) expires: its holder was paused past the TTL\n",
+                       name(holder), ltoken) }
+    od
+}
+
+#ifdef RESET
+/* Redis restarts without persistence: the counter starts again from 0 and
+ * the lease is gone. At most once; at any moment, or never. */
+active proctype redis_restart()
+{
+end:
+    d_step {
+        before_reset = counter; counter = 0; live = false; reset_done = true;
+        printf("lock manager restarts: counter reset (highest token issued was %d)\n", before_reset)
+    }
+}
+#endif
+
+/* ------------------------------------------------------------------------
+ * Storage: one protected table, rows 0..KEYS-1 keyed by primary key, and
+ * one unprotected row U written under fence(). Each statement is one atomic
+ * step: PostgreSQL's row locks, MVCC and unique-index waits make it behave
+ * as if serialised against the latest committed state (trusted, not modelled).
+ */
+mtype = { UPDATE, DELETE, INSERT, TRUNCATE };
+
+bool row[KEYS] = true;  /* the key has a row (the table starts populated... */
+byte s[KEYS];           /* ...with last_fencing_token 0, as protect() adds it) */
+byte mark[KEYS];        /* deleted-key mark; 0 = none, tokens are >= 1 */
+byte floor;             /* truncate floor of the table */
+byte fmark;             /* fence(): the resource's high-water mark */
+
+/* The guard's rule per statement. Token 0 is "no token" (FN002/23T02). */
+#if defined(LOCK_ONLY)
+/* (c) the storage knows nothing of tokens: the lease is trusted */
+#define UPDATE_OK(k, t)    true
+#define DELETE_OK(k, t)    true
+#define INSERT_OK(k, t)    true
+#define TRUNCATE_OK(t)     true
+#define TRUNCATE_ROW_OK(k, t) true
+#elif defined(SEED)
+/* (b) UPDATE ... WHERE last_fencing_token < :token; INSERT, DELETE and
+ * TRUNCATE are plain SQL. Without a token (NULL) the UPDATE matches no row. */
+#define UPDATE_OK(k, t)    ((t) != 0 && s[k] < (t))
+#define DELETE_OK(k, t)    true
+#define INSERT_OK(k, t)    true
+#define TRUNCATE_OK(t)     true
+#define TRUNCATE_ROW_OK(k, t) true
+#else
+#ifdef NO_MARKS
+#define MARK_OK(k, t)      true     /* (a) */
+#else
+#define MARK_OK(k, t)      accepts(t, mark[k])
+#endif
+#ifdef NO_FLOOR
+#define FLOOR_OK(t)        true     /* (e) */
+#else
+#define FLOOR_OK(t)        accepts(t, floor)
+#endif
+#define UPDATE_OK(k, t)    ((t) != 0 && accepts(t, s[k]))
+#define DELETE_OK(k, t)    ((t) != 0 && accepts(t, s[k]))
+#define INSERT_OK(k, t)    ((t) != 0 && MARK_OK(k, t) && FLOOR_OK(t))
+#define TRUNCATE_OK(t)     ((t) != 0)
+#define TRUNCATE_ROW_OK(k, t) accepts(t, s[k])
+#endif
+
+/* ------------------------------------------------------------------------
+ * Properties: a monitor run on every accepted write of key k (U is k = KEYS).
+ * Ghosts: last = token of the key's last accepted write; hw = highest token
+ * the key has accepted, TRUNCATE counting for every key; lastg = the grant
+ * (never reset, unlike tokens) of the last accepted write, 0 = no grant.
+ */
+byte last[KEYS + 1];
+byte hw[KEYS + 1];
+byte lastg[KEYS + 1];
+
+#define check(n, cond, why) \
+    if \
+    :: want(n) && !(cond) -> printf(why); assert(false) \
+    :: else -> skip \
+    fi
+
+inline accepted(k, t, g, re)
+{
+    check(1, t >= last[k], "P1 violated: this key's accepted tokens went down\n");
+    check(2, t >= hw[k], "P2 violated: accepted below the key's high-water mark\n");
+    check(3, t != 0, "P3 violated: accepted a write without a token\n");
+    check(4, !re || t > hw[k], "P4 violated: a reissued token passed where that number (or higher) was accepted before\n");
+    check(5, g >= lastg[k], "P5 violated: a write of an older grant after one of a newer grant\n");
+    last[k] = t; hw[k] = max(hw[k], t); lastg[k] = g
+}
+
+/* One statement of `who` with token t (0: none) under grant g; re: t is a
+ * reissued token. Called inside d_step: the statement is one step. */
+inline storage(who, op, k, t, g, re)
+{
+    if
+    :: op == UPDATE && row[k] ->
+        if
+        :: UPDATE_OK(k, t) ->
+            printf("%c UPDATE key %d with token %d: accepted (stored %d)\n", who, k, t, s[k]);
+            accepted(k, t, g, re); s[k] = t
+        :: else -> printf("%c UPDATE key %d with token %d: refused (stored %d)\n", who, k, t, s[k]);
+#ifdef WITNESS
+            /* not a property: stops the search at the first stale UPDATE
+             * refused, to show that the design meets the split brain */
+            if
+            :: t != 0 && t < s[k] -> printf("witness reached: a stale write was refused\n"); assert(false)
+            :: else -> skip
+            fi
+#endif
+        fi
+    :: op == DELETE && row[k] ->
+        if
+        :: DELETE_OK(k, t) ->
+            printf("%c DELETE key %d with token %d: accepted (stored %d)\n", who, k, t, s[k]);
+            accepted(k, t, g, re); row[k] = false; mark[k] = max(mark[k], t)
+        :: else -> printf("%c DELETE key %d with token %d: refused (stored %d)\n", who, k, t, s[k])
+        fi
+    :: op == INSERT && !row[k] ->
+        if
+        :: INSERT_OK(k, t) ->
+            printf("%c INSERT key %d with token %d: accepted (mark %d, floor %d)\n", who, k, t, mark[k], floor);
+            accepted(k, t, g, re); row[k] = true; s[k] = t
+        :: else -> printf("%c INSERT key %d with token %d: refused (mark %d, floor %d)\n", who, k, t, mark[k], floor)
+        fi
+    :: op == TRUNCATE ->
+        ok = TRUNCATE_OK(t);
+        for (i : 0 .. KEYS - 1) {
+            if
+            :: row[i] && !TRUNCATE_ROW_OK(i, t) -> ok = false
+            :: else -> skip
+            fi
+        }
+        if
+        :: ok ->
+            printf("%c TRUNCATE with token %d: accepted (floor was %d)\n", who, t, floor);
+            for (i : 0 .. KEYS - 1) {
+                if
+                :: row[i] -> accepted(i, t, g, re); row[i] = false
+                :: else -> skip
+                fi;
+                hw[i] = max(hw[i], t)       /* the floor speaks for every key */
+            }
+            floor = max(floor, t)
+        :: else -> printf("%c TRUNCATE with token %d: refused\n", who, t)
+        fi
+    :: else -> skip     /* nothing to do (any_write does not pick these) */
+    fi
+}
+
+/* A write of any kind to any key: what a worker writes is not the storage's
+ * business, so every choice is open. Statements that find nothing to do (an
+ * UPDATE of a missing row, a duplicate INSERT) change nothing and are left out.
+ * A worker may write any number of times under one grant: the state space
+ * stays finite because tokens are bounded. */
+inline any_write(who, t, g, re)
+{
+    atomic {
+        if
+        :: k = 0
+        :: KEYS > 1 -> k = 1
+        :: KEYS > 2 -> k = 2
+        fi;
+        if
+        :: row[k] -> op = UPDATE
+        :: row[k] -> op = DELETE
+        :: !row[k] -> op = INSERT
+        :: k == 0 -> op = TRUNCATE      /* the whole table: once, not per key */
+        fi;
+        d_step {
+            storage(who, op, k, t, g, re);
+            k = 0; op = 0; i = 0; ok = false    /* scratch: forget it, or states multiply */
+        }
+    }
+}
+
+/* BEGIN; SELECT fencing.fence(r, t); UPDATE u ...; COMMIT. fence() holds the
+ * resource's row lock until COMMIT, so no other fence() on r can come between
+ * the check and the write: one step. Its rule is monotonic in every mode. */
+inline fenced_write(who, t, g, re)
+{
+#ifndef FENCE_UNLOCKED
+    d_step {
+        if
+        :: t >= fmark ->
+            printf("%c fence(%d) + write U: accepted (mark %d)\n", who, t, fmark);
+            fmark = t; accepted(KEYS, t, g, re)
+        :: else -> printf("%c fence(%d): refused (mark %d)\n", who, t, fmark)
+        fi
+    }
+#else
+    /* (f) as if the lock were released when fence() returns */
+    d_step {
+        if
+        :: t >= fmark -> printf("%c fence(%d): accepted (mark %d)\n", who, t, fmark); fmark = t; ok = true
+        :: else -> printf("%c fence(%d): refused (mark %d)\n", who, t, fmark); ok = false
+        fi
+    }
+    d_step {
+        if
+        :: ok -> printf("%c writes U with token %d\n", who, t); accepted(KEYS, t, g, re)
+        :: else -> skip
+        fi;
+        ok = false
+    }
+#endif
+}
+
+/* ------------------------------------------------------------------------
+ * A worker: acquire, then write while it believes it holds the lease. Its
+ * belief changes only when its heartbeat's renew() fails, which it may not
+ * have noticed yet: any gap between two of its steps is a pause, so its next
+ * write may come long after the lease expired. SPEC §0 is the interleaving
+ *   A acquires (1); A pauses; clock expires A's lease; B acquires (2);
+ *   B writes (accepted); A wakes and writes with 1 (refused)
+ * (`run --trails` shows it accepted under LOCK_ONLY). A renew() that succeeds
+ * changes nothing here: the lease can still expire right after it.
+ */
+proctype worker(byte me)
+{
+    byte tok, grant, k, i;
+    bool reissued, ok;
+    mtype op;
+
+    do
+    :: acquire(me);
+        do
+        :: any_write(name(me), tok, grant, reissued)
+#ifndef NO_FENCE
+        :: fenced_write(name(me), tok, grant, reissued)
+#endif
+        :: atomic { !holds(me, tok) ->      /* renew(me, tok) returned false */
+                printf("%c: renew() false, stops writing\n", name(me)); break }
+        :: atomic { holds(me, tok) -> live = false;     /* release() */
+                printf("%c releases the lease\n", name(me)); break }
+        :: break                            /* done (or crashed): the lease will expire */
+        od;
+        tok = 0; grant = 0; reissued = false
+    :: grants == GRANTS -> break
+    od
+}
+
+#ifndef NO_UNFENCED
+/* A client that forgot SET LOCAL fencing.token (or a human at psql): its one
+ * write carries no token at all. */
+active proctype unfenced()
+{
+    byte k, i;
+    bool ok;
+    mtype op;
+    any_write('X', 0, 0, false)
+}
+#endif
+
+init
+{
+    byte n;
+    atomic {
+        for (n : 1 .. WORKERS) {
+            run worker(WORKERS + 1 - n)     /* A last: pan tries it first, so trails start with A */
+        }
+    }
+}
