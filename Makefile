@@ -28,7 +28,7 @@ OBJS = \
 DATA = sql/fencing--$(EXTVERSION).sql sql/fencing--0.1.0--0.2.0.sql
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
-REGRESS = setup token_scope split_brain guard modes inputs marks lending truncate fenced_update leases fence \
+REGRESS = setup token_scope split_brain guard modes inputs marks lending truncate fenced_update leases fence clock \
 	partitioned ddl security plan_cache nested stats
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 

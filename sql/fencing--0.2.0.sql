@@ -480,11 +480,11 @@ COMMENT ON FUNCTION fencing.fenced_update(regclass, jsonb, bigint, jsonb, text) 
 
 -- Tokens of every grant, for every resource.  A sequence, because it does not
 -- roll back with the transaction that used it: a token is never issued twice.
--- It starts at the current time in microseconds since 1970, which no earlier
--- token of this database can have reached (that would take a million grants a
--- second): so an installation dropped and created again, or a database
--- restored from an older dump, never hands out a number it handed out before.
--- For that reason its value is not dumped: a restore starts it afresh.
+-- Each grant sets it forward to the server clock in microseconds since 1970
+-- when the clock is ahead (tokens follow the clock, see fencing.token_timelines);
+-- it starts there too, so an installation dropped and created again, or a
+-- database restored from a dump, never hands out a number it handed out
+-- before.  For that reason its value is not dumped.
 CREATE SEQUENCE fencing.token_seq;
 SELECT pg_catalog.setval('fencing.token_seq',
                          (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint);
@@ -513,6 +513,22 @@ CREATE TABLE fencing.fences (
 SELECT pg_catalog.pg_extension_config_dump('fencing.fences', '');
 REVOKE ALL ON fencing.fences FROM PUBLIC;
 COMMENT ON TABLE fencing.fences IS 'high-water marks of resources fenced with fencing.fence()';
+
+-- The (system, timeline) pairs on which tokens were issued.  The first grant on
+-- a pair not listed here - after a promotion, a point-in-time restore, a
+-- restore into another cluster - sets tokens fencing.failover_margin ahead of
+-- the server clock, and adds the pair.  Not dumped: a database restored from a
+-- dump is a new history too, even in the same cluster.
+CREATE TABLE fencing.token_timelines (
+	system_identifier bigint NOT NULL,
+	timeline integer NOT NULL,
+	first_token bigint NOT NULL,
+	started_at timestamptz NOT NULL,
+	PRIMARY KEY (system_identifier, timeline)
+);
+REVOKE ALL ON fencing.token_timelines FROM PUBLIC;
+COMMENT ON TABLE fencing.token_timelines IS
+'(system identifier, timeline) pairs that issued tokens, with the first token of each';
 
 -- Leases as users see them; live is judged by the server's clock now.
 CREATE VIEW fencing.leases AS
@@ -556,6 +572,46 @@ LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION fencing.fence(text, bigint) IS
 'compares and advances a resource''s high-water mark, holding its lock until the transaction ends; returns the previous mark';
+
+-- The highest token the storage holds: every protected table's token column,
+-- deleted-key mark, truncate floor, fence and lease.  The number to reseed an
+-- external token source (a Redis counter, an etcd revision offset) with after
+-- it lost its state.  It reads every protected table, so it runs with the
+-- owner's rights and is for the owner, or roles the owner grants it to.
+-- Temporary tables are skipped: they are not storage that outlives a session
+-- (and other sessions' cannot be read).
+CREATE FUNCTION fencing.high_water_mark()
+RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET row_security = off
+AS $$
+DECLARE
+	t record;
+	m bigint;
+	result bigint;
+BEGIN
+	SELECT pg_catalog.max(x) INTO result FROM (
+		SELECT pg_catalog.max(token) FROM fencing.deleted_keys
+		UNION ALL SELECT pg_catalog.max(token) FROM fencing.floors
+		UNION ALL SELECT pg_catalog.max(token) FROM fencing.fences
+		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resources) s(x);
+	FOR t IN SELECT p.relation, p.token_column
+	         FROM fencing.protected_tables p
+	         JOIN pg_catalog.pg_class c ON c.oid = p.relation
+	         WHERE c.relpersistence <> 't' LOOP
+		EXECUTE pg_catalog.format('SELECT pg_catalog.max(%I) FROM %s', t.token_column, t.relation)
+		INTO m;
+		IF m > result OR result IS NULL THEN
+			result := m;
+		END IF;
+	END LOOP;
+	RETURN COALESCE(result, 0);
+END
+$$;
+REVOKE ALL ON FUNCTION fencing.high_water_mark() FROM PUBLIC;
+COMMENT ON FUNCTION fencing.high_water_mark() IS
+'the highest token held by protected tables, deleted-key marks, truncate floors, fences and leases; 0 if none';
 
 -- Observability: counters in shared memory (shared_preload_libraries =
 -- 'fencing'), one row per protected relation and per fenced resource of this

@@ -53,33 +53,33 @@ SELECT * FROM orders ORDER BY id;
 DROP TABLE orders;
 DROP SEQUENCE lock_counter;
 
--- 3. PostgreSQL alone as the whole system: leases from fencing.acquire().
--- The lock manager has granted 32 tokens before today (TTLs: 1 s = 100 ms).
-SELECT setval('fencing.token_seq', 32);
+-- 3. PostgreSQL alone as the whole system: leases from fencing.acquire()
+-- (TTLs: 1 s = 100 ms).  Its tokens follow the server clock (microseconds
+-- since 1970), so they differ from run to run: shown relative to A's.
 CREATE TABLE accounts (id text PRIMARY KEY, balance int NOT NULL);
 SELECT fencing.protect('accounts');
 INSERT INTO accounts VALUES ('order:101', 100, 1);
--- t=0   A acquires the lease on order:101 (TTL 10 s) and gets token 33.
+-- t=0   A acquires the lease on order:101 (TTL 10 s) and gets a token (33 in SPEC).
 SELECT fencing.acquire('order:101', 'worker-a', '1 s') AS token_a \gset
 -- B tries too, but A's lease is live.
 SELECT fencing.acquire('order:101', 'worker-b', '1 s') AS refused;
 -- t=2   A starts its write and is paused (GC) until t=12; t=10 the lease expires.
 SELECT pg_sleep(1.1);
-SELECT resource, holder, token, live FROM fencing.leases WHERE resource = 'order:101';
--- t=13  B acquires the lease and gets token 34; B writes: accepted.
+SELECT resource, holder, token = :token_a AS token_a, live FROM fencing.leases WHERE resource = 'order:101';
+-- t=13  B acquires the lease and gets a newer token (34); B writes: accepted.
 SELECT fencing.acquire('order:101', 'worker-b', '1 s') AS token_b \gset
-SELECT :token_a AS a, :token_b AS b;
+SELECT :token_b > :token_a AS b_newer;
 SELECT fencing.fenced_update('accounts', '{"id": "order:101"}', :token_b, '{"balance": 50}');
 -- A wakes: its heartbeat's renew says the lease is lost ...
 SELECT fencing.renew('order:101', 'worker-a', :token_a, '1 s') AS a_still_holds;
 -- ... and its late write is rejected, whichever way it writes.
+\set VERBOSITY sqlstate
 SELECT fencing.fenced_update('accounts', '{"id": "order:101"}', :token_a, '{"balance": 0}');
-\echo :LAST_ERROR_SQLSTATE
 BEGIN;
 SET LOCAL fencing.token = :token_a;
 UPDATE accounts SET balance = 0 WHERE id = 'order:101';
-\echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
-SELECT * FROM accounts;
+\set VERBOSITY default
+SELECT id, balance, last_fencing_token = :token_b AS written_by_b FROM accounts;
 SELECT fencing.release('order:101', 'worker-b', :token_b) AS b_released;
 DROP TABLE accounts;

@@ -13,6 +13,7 @@
  * token to the next client's write.
  */
 #include "settings.hpp"
+#include "tokens.hpp"
 #include "merge.hpp"
 #include "stats.hpp"
 
@@ -102,9 +103,11 @@ extern "C" void _PG_init(void)
 		    "Applies only to the transaction in which it is set: SET LOCAL fencing.token = "
 		    "<token>, or set_config('fencing.token', <token>, true).",
 		    &token_text, "", PGC_USERSET, 0, check_token, assign_token, nullptr);
-		MarkGUCPrefixReserved("fencing");
 		token_setting = find_token_setting();
+		fencing::define_token_settings();
 		fencing::install_merge_check();
 		fencing::install_stats();
+		/* Last: it drops placeholders of names not defined by then. */
+		MarkGUCPrefixReserved("fencing");
 	});
 }

@@ -1,5 +1,7 @@
 # pg_dump and restore keep every high-water mark: row tokens, deleted keys,
-# resource fences, and the token sequence.
+# resource fences; the restored database's tokens start above the original's,
+# even those issued after the dump (and right after its first grant, while
+# its tokens still ran the failover margin ahead of the clock).
 use strict;
 use warnings;
 use FindBin;
@@ -45,6 +47,8 @@ is($node->safe_psql('restored', "SELECT holder FROM fencing.leases WHERE resourc
 cmp_ok($node->safe_psql('restored',
 		"SELECT fencing.acquire('new', 'b', '1 s')"), '>', $after_dump,
 	'the restored database issues no token the original issued, even after the dump');
+is($node->safe_psql('restored', 'SELECT count(*) FROM fencing.token_timelines'), '1',
+	'timelines are not restored: the restored database recorded its own first grant');
 cmp_ok($node->safe_psql('restored',
 		"SELECT fencing.acquire('orders', 'b', '1 s') IS NULL"), 'eq', 't',
 	'the restored live lease still holds its resource');

@@ -21,6 +21,25 @@ sub new_node
 	return $node;
 }
 
+# A streaming standby of $primary named $name, started, from backup 'base'
+# (taken here if there is none yet); with $synchronous, the primary's only
+# synchronous standby once this returns.
+sub new_standby
+{
+	my ($primary, $name, $synchronous) = @_;
+	$primary->backup('base') unless -d $primary->backup_dir . '/base';
+	my $standby = PostgreSQL::Test::Cluster->new($name);
+	$standby->init_from_backup($primary, 'base', has_streaming => 1);
+	$standby->start;
+	return $standby unless $synchronous;
+	$primary->append_conf('postgresql.conf', "synchronous_standby_names = '$name'\n");
+	$primary->reload;
+	$primary->poll_query_until('postgres',
+		"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = '$name'")
+	  or die "$name did not become synchronous";
+	return $standby;
+}
+
 # kill -9 of the postmaster, then a restart once its processes are gone.
 sub crash_and_restart
 {

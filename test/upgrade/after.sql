@@ -38,6 +38,13 @@ SELECT fencing.renew('order:1', 'worker-a', value, '1 hour') AS still_held FROM 
 SELECT fencing.acquire('order:1', 'worker-c', '1 hour') IS NULL AS still_busy;
 SELECT fencing.acquire('order:2', 'worker-c', '1 hour') >
        (SELECT max(value) FROM facts WHERE name IN ('live', 'released', 'sequence')) AS newer_token;
+-- Tokens follow the clock from the first grant after the update on: the
+-- timeline is recorded, and the highest stored token is at least that grant.
+SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS before \gset
+SELECT fencing.acquire('order:4', 'worker-c', '1 hour') AS clocked \gset
+SELECT :clocked >= :before AS follows_clock;
+SELECT count(*) AS timelines FROM fencing.token_timelines;
+SELECT fencing.high_water_mark() >= :clocked AS high_water_mark;
 SELECT fencing.fence('order:3', 41);
 \echo :LAST_ERROR_SQLSTATE
 SELECT fencing.fence('order:3', 43) AS previous_mark;
