@@ -100,6 +100,19 @@ INSERT INTO racks VALUES (260, 'stale', 139);
 INSERT INTO racks VALUES (260, 'new holder', 140);
 SELECT relid, token FROM fencing.floors WHERE relid = 'racks'::regclass;
 
+-- Internal helpers answer bad input with the standard SQLSTATE.
+SELECT fencing._key_change_condition(0);
+\echo :LAST_ERROR_SQLSTATE
+-- A hand-made trigger named fencing_guard without protect()'s arguments is
+-- not a protected table: the view and later DDL on the table still work.
+CREATE TABLE handmade (id int PRIMARY KEY, v text);
+CREATE TRIGGER fencing_guard BEFORE INSERT ON handmade FOR EACH ROW EXECUTE FUNCTION fencing.guard();
+SELECT count(*) AS listed FROM fencing.protected_tables WHERE relation = 'handmade'::regclass;
+ALTER TABLE handmade ADD COLUMN w int;
+INSERT INTO handmade VALUES (1, 'x');
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE handmade;
+
 DROP TABLE shelf, loose, parent_of_loose, scratchpad, defaults, people, ruled, racks,
 	racks_high, racks_mid, racks_mid2;
 DROP SCHEMA annex;

@@ -90,4 +90,24 @@ SELECT fencing.fenced_update('quiet', '{"id": 1}', 6, '{"v": "b"}');
 SELECT fencing.fenced_update('quiet', '{"id": 1}', 6, '{"v": "b"}');
 \echo :LAST_ERROR_SQLSTATE
 
-DROP TABLE "Ledger", plain, custom, gen, quiet;
+-- JSON null is converted as a plain UPDATE's NULL would be: a domain's NOT
+-- NULL and CHECK constraints apply (23502, 23514) and nothing changes.
+CREATE DOMAIN required_text AS text NOT NULL;
+CREATE DOMAIN short_or_null AS text CHECK (VALUE IS NOT NULL AND length(VALUE) < 5);
+CREATE TABLE typed (id int PRIMARY KEY, a required_text, b short_or_null,
+	last_fencing_token bigint NOT NULL DEFAULT 0);
+INSERT INTO typed VALUES (1, 'x', 'y', 1);
+SELECT fencing.fenced_update('typed', '{"id": 1}', 2, '{"a": null}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.fenced_update('typed', '{"id": 1}', 2, '{"b": null}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.fenced_update('typed', '{"id": 1}', 2, '{"b": "longer"}');
+\echo :LAST_ERROR_SQLSTATE
+UPDATE typed SET a = NULL WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM typed;
+SELECT fencing.fenced_update('typed', '{"id": 1}', 2, '{"a": "z", "b": "w"}');
+SELECT * FROM typed;
+
+DROP TABLE "Ledger", plain, custom, gen, quiet, typed;
+DROP DOMAIN required_text, short_or_null;

@@ -116,25 +116,52 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	t record;
-	dropped boolean := false;
+	protected boolean;
 BEGIN
+	-- The TRUNCATE triggers of its partitions belong to a protected table; an
+	-- unprotected one (say, the parent of a partition protected on its own)
+	-- has none to drop there.
+	protected := EXISTS (SELECT FROM pg_trigger g
+	                     WHERE g.tgrelid = target AND g.tgname = 'fencing_guard' AND g.tgparentid = 0);
 	FOR t IN
 		SELECT g.tgrelid::regclass AS rel, g.tgname FROM pg_trigger g
 		WHERE g.tgparentid = 0
 		  AND ((g.tgrelid = target
 		        AND g.tgname IN ('fencing_guard', 'fencing_guard_keys', 'fencing_guard_new_keys',
 		                         'fencing_guard_key_changes', 'fencing_guard_truncate'))
-		       OR (g.tgname = 'fencing_guard_truncate'
+		       OR (protected AND g.tgname = 'fencing_guard_truncate'
 		           AND g.tgrelid IN (SELECT tr.relid FROM fencing._tree(target) tr)))
 	LOOP
 		EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
-		dropped := dropped OR t.rel = target;
 	END LOOP;
-	RETURN dropped;
+	RETURN protected;
 END
 $$;
 COMMENT ON FUNCTION fencing._drop_guard(regclass) IS
 'internal: drops the guard''s triggers; used by protect() and unprotect()';
+
+-- Errors if a partition's guard is its protected table's (cloned with the
+-- partition): protect() and unprotect() change it on that table only.
+CREATE FUNCTION fencing._refuse_partition_guard(target regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	parent regclass;
+BEGIN
+	SELECT g.tgrelid::regclass INTO parent FROM pg_trigger c, pg_trigger g
+	WHERE c.tgrelid = target AND c.tgname = 'fencing_guard' AND c.tgparentid <> 0
+	  AND g.oid = c.tgparentid;
+	IF FOUND THEN
+		RAISE EXCEPTION 'relation "%" is a partition of protected table "%"', target, parent
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      HINT = 'Its guard comes from that table: change it there, or detach the partition.';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing._refuse_partition_guard(regclass) IS
+'internal: refuses to change the guard of a partition, which comes from its protected table';
 
 -- TRUNCATE fires only statement triggers, which PostgreSQL does not clone to
 -- partitions: every partition of a protected table gets its own.
@@ -175,7 +202,7 @@ AS $$
 	                              length(t.tgargs) - position('\x00'::bytea IN t.tgargs) - 1),
 	                    getdatabaseencoding())
 	FROM pg_trigger t
-	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard'
+	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard' AND t.tgnargs = 2
 	  AND t.tgfoid = 'fencing.guard()'::regprocedure
 $$;
 COMMENT ON FUNCTION fencing._guard_settings(regclass) IS
@@ -390,14 +417,7 @@ BEGIN
 		RAISE EXCEPTION 'relation "%" belongs to the fencing extension', target
 			USING ERRCODE = 'wrong_object_type';
 	END IF;
-	SELECT g.tgrelid::regclass INTO parent FROM pg_trigger c, pg_trigger g
-	WHERE c.tgrelid = target AND c.tgname = 'fencing_guard' AND c.tgparentid <> 0
-	  AND g.oid = c.tgparentid;
-	IF FOUND THEN
-		RAISE EXCEPTION 'relation "%" is a partition of protected table "%"', target, parent
-			USING ERRCODE = 'object_not_in_prerequisite_state',
-			      HINT = 'Its guard comes from that table; change it there.';
-	END IF;
+	PERFORM fencing._refuse_partition_guard(target);
 	SELECT t.tgrelid::regclass INTO parent FROM pg_partition_tree(target) p
 	JOIN pg_trigger t ON t.tgrelid = p.relid
 	WHERE p.relid <> target AND t.tgname = 'fencing_guard' AND t.tgparentid = 0;
@@ -476,6 +496,7 @@ BEGIN
 	IF target IS NULL THEN
 		RAISE EXCEPTION 'target must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
+	PERFORM fencing._refuse_partition_guard(target);
 	IF NOT fencing._drop_guard(target) THEN
 		RAISE NOTICE 'relation "%" is not protected, skipping', target;
 	END IF;
@@ -483,6 +504,21 @@ END
 $$;
 COMMENT ON FUNCTION fencing.unprotect(regclass) IS
 'removes the guard from a table; its token column, values and marks stay';
+
+-- The protected tables and their settings, read from the guard triggers.
+-- Its column types changed (collation): made again.
+DROP VIEW fencing.protected_tables;
+CREATE VIEW fencing.protected_tables AS
+SELECT t.tgrelid::regclass AS relation, s.token_column, s.mode
+FROM pg_catalog.pg_trigger t
+CROSS JOIN LATERAL fencing._guard_settings(t.tgrelid) s
+WHERE t.tgname = 'fencing_guard'
+  AND t.tgparentid = 0
+  AND t.tgnargs = 2
+  AND t.tgfoid = 'fencing.guard()'::pg_catalog.regprocedure;
+GRANT SELECT ON fencing.protected_tables TO PUBLIC;
+COMMENT ON VIEW fencing.protected_tables IS
+'tables guarded by fencing.protect(): token column and mode';
 
 SELECT fencing.protect(relation, token_column, mode) FROM fencing.protected_tables;
 
@@ -583,8 +619,6 @@ COMMENT ON FUNCTION fencing.token_accepts(bigint, bigint, boolean) IS
 'may a write presenting token "presented" follow the stored token? (strict: only a greater one; NULL stored counts as 0)';
 COMMENT ON FUNCTION fencing.guard() IS
 'trigger function of the storage guard; installed by fencing.protect(), not called directly';
-COMMENT ON VIEW fencing.protected_tables IS
-'tables guarded by fencing.protect(): token column and mode';
 COMMENT ON FUNCTION fencing.fenced_update(regclass, jsonb, bigint, jsonb, text) IS
 'updates one row, named by its primary key, iff its stored token accepts the token; true if applied';
 COMMENT ON SEQUENCE fencing.token_seq IS 'fencing tokens of every grant, for every resource';

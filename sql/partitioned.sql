@@ -138,6 +138,23 @@ INSERT INTO events VALUES ('ap', 7, 'old', 59);
 INSERT INTO events VALUES ('ap', 7, 'new', 60);
 SELECT * FROM events ORDER BY region, id;
 
+-- A partition's guard comes from its table: unprotect() refuses it there,
+-- and its TRUNCATE guard stays.
+SELECT fencing.unprotect('events_ap');
+\echo :LAST_ERROR_SQLSTATE
+TRUNCATE events_ap;
+\echo :LAST_ERROR_SQLSTATE
+-- An unprotected table takes no guard away from a partition protected on its own.
+CREATE TABLE shelves (id int PRIMARY KEY, last_fencing_token bigint NOT NULL DEFAULT 0)
+	PARTITION BY RANGE (id);
+CREATE TABLE shelves_1 PARTITION OF shelves FOR VALUES FROM (0) TO (100);
+SELECT fencing.protect('shelves_1');
+SELECT fencing.unprotect('shelves');
+TRUNCATE shelves_1;
+\echo :LAST_ERROR_SQLSTATE
+SELECT relation FROM fencing.protected_tables WHERE relation::text LIKE 'shelves%';
+DROP TABLE shelves;
+
 SELECT fencing.unprotect('events');
 SELECT count(*) AS guards FROM pg_trigger WHERE tgname = 'fencing_guard'
   AND tgrelid IN (SELECT oid FROM pg_class WHERE relname LIKE 'events%');

@@ -115,6 +115,24 @@ SELECT fencing.protect('queue');
 INSERT INTO queue VALUES (1, 'zombie', 29);
 \echo :LAST_ERROR_SQLSTATE
 
+-- A DBA's AFTER trigger on fencing.floors fires, and leaks nothing.
+CREATE TABLE floor_audit (relid regclass, token bigint);
+CREATE FUNCTION audit_floor() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO floor_audit VALUES (NEW.relid, NEW.token);
+	RETURN NULL;
+END
+$$;
+BEGIN;
+CREATE TRIGGER audit AFTER INSERT OR UPDATE ON fencing.floors
+	FOR EACH ROW EXECUTE FUNCTION audit_floor();
+SET LOCAL fencing.token = 40;
+TRUNCATE queue;
+SELECT * FROM floor_audit;
+ROLLBACK;
+DROP TABLE floor_audit;
+DROP FUNCTION audit_floor();
+
 DROP TABLE queue, strict_queue, parent, child;
 SELECT count(*) AS floors_left FROM fencing.floors f
 WHERE NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = f.relid);

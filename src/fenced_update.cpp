@@ -135,7 +135,10 @@ char *json_text(const JsonbValue &v, Oid type)
 	return plain_text(v);
 }
 
-/* Converts `text` with the column's input function; a bad value names the column. */
+/*
+ * Converts `text` (nullptr: NULL) with the column's input function, as a
+ * plain UPDATE's literal would be; a bad value names the column.
+ */
 Datum column_value(Relation rel, AttrNumber attnum, const char *text)
 {
 	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
@@ -296,7 +299,8 @@ void parse_changes(Call *call, Jsonb *json)
 			                errhint("Name the row in the key argument.")));
 		char *text = json_text(values[i], column_type(call->rel, attnum));
 		call->changes.attnums[i] = attnum;
-		call->changes.values[i] = text ? column_value(call->rel, attnum, text) : 0;
+		/* JSON null too goes through the input function: a domain checks its constraints. */
+		call->changes.values[i] = column_value(call->rel, attnum, text);
 		call->changes.nulls[i] = text ? ' ' : 'n';
 	}
 }

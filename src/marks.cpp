@@ -57,8 +57,13 @@ int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datu
 	SetUserIdAndSecContext(marks_owner(), save_context | SECURITY_LOCAL_USERID_CHANGE |
 	                                          SECURITY_RESTRICTED_OPERATION | SECURITY_NOFORCE_RLS);
 	SPIPlanPtr plan = kept_plan(cache, sql, nargs, types);
-	int rc =
-	    SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only, false, 1);
+	/*
+	 * A write fires the AFTER triggers a DBA may have put on the marks
+	 * tables within this SPI call: queued into the caller's statement, a
+	 * TRUNCATE's would leak the relation they opened.
+	 */
+	int rc = SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only,
+	                              !read_only, 1);
 	SetUserIdAndSecContext(save_user, save_context);
 	return rc;
 }

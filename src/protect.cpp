@@ -37,7 +37,10 @@ FENCING_FUNCTION(key_change_condition)
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
-	Relation rel = relation_open(PG_GETARG_OID(0), AccessShareLock);
+	Relation rel = try_relation_open(PG_GETARG_OID(0), AccessShareLock);
+	if (rel == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+		                errmsg("relation with OID %u does not exist", PG_GETARG_OID(0))));
 	Relation pk = fencing::open_primary_key(rel);
 	fencing::require_identifiable_key(rel, pk);
 	fencing::KeyColumns key = fencing::key_columns(pk);
