@@ -4,6 +4,7 @@ EXTENSION = fencing
 EXTVERSION = 0.2.0
 MODULE_big = fencing
 OBJS = \
+	src/citus.o \
 	src/settings.o \
 	src/merge.o \
 	src/stats.o \
@@ -55,6 +56,10 @@ SHLIB_LINK = -lstdc++
 override with_llvm = no
 
 include $(PGXS)
+
+# PGXS tracks no header dependencies: every object depends on every header
+# (a struct that grows must not leave stale objects behind).
+$(OBJS): $(wildcard src/*.hpp)
 
 # Side-by-side benchmarks on a throwaway cluster (see test/bench/run --help).
 .PHONY: bench

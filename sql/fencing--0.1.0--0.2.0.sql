@@ -117,12 +117,19 @@ AS $$
 DECLARE
 	t record;
 	protected boolean;
+	restore boolean := false;
 BEGIN
 	-- The TRUNCATE triggers of its partitions belong to a protected table; an
 	-- unprotected one (say, the parent of a partition protected on its own)
 	-- has none to drop there.
 	protected := EXISTS (SELECT FROM pg_trigger g
 	                     WHERE g.tgrelid = target AND g.tgname = 'fencing_guard' AND g.tgparentid = 0);
+	-- Citus refuses trigger DDL on distributed tables unless told, for this
+	-- transaction, that the guard's triggers are fine.
+	IF pg_catalog.current_setting('citus.enable_unsafe_triggers', true) = 'off' THEN
+		PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+		restore := true;
+	END IF;
 	FOR t IN
 		SELECT g.tgrelid::regclass AS rel, g.tgname FROM pg_trigger g
 		WHERE g.tgparentid = 0
@@ -134,6 +141,9 @@ BEGIN
 	LOOP
 		EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
 	END LOOP;
+	IF restore THEN
+		PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'off', true);
+	END IF;
 	RETURN protected;
 END
 $$;
@@ -196,13 +206,15 @@ RETURNS record
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-	SELECT convert_from(substring(t.tgargs, 1, position('\x00'::bytea IN t.tgargs) - 1),
-	                    getdatabaseencoding())::name,
-	       convert_from(substring(t.tgargs, position('\x00'::bytea IN t.tgargs) + 1,
-	                              length(t.tgargs) - position('\x00'::bytea IN t.tgargs) - 1),
+	-- Arguments: token column, mode, and on a Citus distributed table the id
+	-- of its marks table; each ends with a zero byte.
+	SELECT convert_from(substring(t.tgargs, 1, a.first - 1), getdatabaseencoding())::name,
+	       convert_from(substring(b.rest, 1, position('\x00'::bytea IN b.rest) - 1),
 	                    getdatabaseencoding())
-	FROM pg_trigger t
-	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard' AND t.tgnargs = 2
+	FROM pg_trigger t,
+	     LATERAL (SELECT position('\x00'::bytea IN t.tgargs) AS first) a,
+	     LATERAL (SELECT substring(t.tgargs, a.first + 1) AS rest) b
+	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard' AND t.tgnargs IN (2, 3)
 	  AND t.tgfoid = 'fencing.guard()'::regprocedure
 $$;
 COMMENT ON FUNCTION fencing._guard_settings(regclass) IS
@@ -359,6 +371,9 @@ RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+	dropped oid;
+	coordinator boolean := false;
 BEGIN
 	DELETE FROM fencing.deleted_keys d
 	USING pg_event_trigger_dropped_objects() o
@@ -366,12 +381,97 @@ BEGIN
 	DELETE FROM fencing.floors f
 	USING pg_event_trigger_dropped_objects() o
 	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND f.relid = o.objid;
+	-- Citus: a dropped distributed table's marks table and floor, from the
+	-- coordinator (the drop reaches the workers from there).
+	IF pg_catalog.to_regclass('fencing_citus.floors') IS NOT NULL THEN
+		EXECUTE 'SELECT pg_catalog.citus_is_coordinator()' INTO coordinator;
+	END IF;
+	IF coordinator THEN
+		FOR dropped IN
+			SELECT o.objid FROM pg_event_trigger_dropped_objects() o
+			WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0
+			  AND pg_catalog.to_regclass(format('fencing_citus.marks_%s', o.objid)) IS NOT NULL
+		LOOP
+			EXECUTE format('DROP TABLE fencing_citus.marks_%s', dropped);
+			DELETE FROM fencing_citus.floors WHERE id = dropped;
+		END LOOP;
+	END IF;
 END
 $$;
 COMMENT ON FUNCTION fencing._forget_dropped_marks() IS
 'internal: event trigger removing the marks and floors of dropped tables';
 CREATE EVENT TRIGGER fencing_forget_dropped_marks ON sql_drop
 EXECUTE FUNCTION fencing._forget_dropped_marks();
+
+-- Citus: the id of a distributed table's marks table, made if missing; NULL
+-- for a table Citus does not distribute (a local table, a Citus local table),
+-- 0A000 for the kinds the guard does not support.  The marks of a shard's
+-- deleted keys live in the co-located shard of fencing_citus.marks_<id>, on
+-- the same node, so they move, split and rebalance with the rows; TRUNCATE
+-- floors live in the reference table fencing_citus.floors, on every node.
+-- Both belong to the extension owner, who alone writes them.
+CREATE FUNCTION fencing._citus_marks(target regclass)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	dist record;
+	marks text := format('fencing_citus.marks_%s', target::oid);
+BEGIN
+	IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+		RETURN NULL;
+	END IF;
+	EXECUTE $q$
+		SELECT p.partmethod, p.repmodel, p.colocationid,
+		       CASE WHEN p.partmethod = 'h' THEN column_to_column_name(p.logicalrelid, p.partkey) END AS col
+		FROM pg_dist_partition p WHERE p.logicalrelid = $1$q$
+	INTO dist USING target;
+	IF dist IS NULL OR (dist.partmethod = 'n' AND dist.repmodel = 's' AND dist.colocationid = 0) THEN
+		RETURN NULL;  -- not a Citus table, or a Citus local table: guarded like any table
+	END IF;
+	IF dist.partmethod = 'n' AND dist.repmodel = 't' THEN
+		RAISE EXCEPTION 'relation "%" is a Citus reference table', target
+			USING ERRCODE = 'feature_not_supported',
+			      DETAIL = 'Its writes run on every node, each with its own marks.',
+			      HINT = 'Protect a hash-distributed table, or keep the table local to the coordinator.';
+	END IF;
+	IF dist.partmethod <> 'h' THEN
+		RAISE EXCEPTION 'relation "%" is not hash-distributed', target
+			USING ERRCODE = 'feature_not_supported',
+			      HINT = 'fencing.protect() supports Citus tables distributed by hash (create_distributed_table with a distribution column).';
+	END IF;
+	IF (SELECT c.relkind FROM pg_class c WHERE c.oid = target) = 'p' THEN
+		RAISE EXCEPTION 'relation "%" is a distributed partitioned table', target
+			USING ERRCODE = 'feature_not_supported',
+			      HINT = 'Protect a distributed table that is not partitioned.';
+	END IF;
+	IF pg_catalog.to_regclass(marks) IS NOT NULL THEN
+		RETURN target::oid;
+	END IF;
+	IF pg_catalog.to_regnamespace('fencing_citus') IS NULL THEN
+		CREATE SCHEMA fencing_citus;
+		REVOKE ALL ON SCHEMA fencing_citus FROM PUBLIC;
+	END IF;
+	IF pg_catalog.to_regclass('fencing_citus.floors') IS NULL THEN
+		CREATE TABLE fencing_citus.floors (id bigint PRIMARY KEY, token bigint NOT NULL);
+		PERFORM create_reference_table('fencing_citus.floors');
+	END IF;
+	EXECUTE format('CREATE TABLE %s (dist %s%s NOT NULL, key bytea NOT NULL, token bigint NOT NULL, '
+	               'deleted_at timestamptz NOT NULL, PRIMARY KEY (key, dist))',
+	               marks, format_type(a.atttypid, a.atttypmod),
+	               CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
+	                    THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END)
+	FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+	WHERE a.attrelid = target AND a.attname = dist.col;
+	PERFORM create_distributed_table(marks, 'dist', colocate_with => target::text);
+	EXECUTE format('COMMENT ON TABLE %s IS %L', marks,
+	               format('deleted-key marks of %s, co-located with its shards', target));
+	RETURN target::oid;
+END
+$$;
+COMMENT ON FUNCTION fencing._citus_marks(regclass) IS
+'internal: the marks table of a Citus distributed table, made if missing; NULL for local tables';
 
 -- The guard's triggers changed (AFTER UPDATE when the key changed, instead of
 -- UPDATE OF the key columns; BEFORE TRUNCATE): protect every protected table
@@ -391,6 +491,9 @@ DECLARE
 	col record;
 	key_changed text;
 	parent regclass;
+	citus_id bigint;
+	arguments text;
+	unsafe_triggers text := current_setting('citus.enable_unsafe_triggers', true);
 BEGIN
 	IF target IS NULL OR token_column IS NULL OR mode IS NULL THEN
 		RAISE EXCEPTION 'fencing.protect() arguments must not be null'
@@ -439,6 +542,11 @@ BEGIN
 			      DETAIL = 'An unlogged table loses its rows in a crash, and with them their tokens.';
 	END IF;
 	key_changed := fencing._key_change_condition(target);
+	-- A Citus distributed table: its marks table, made before any change to
+	-- the table (Citus makes it only before parallel work in a transaction),
+	-- and below, Citus' consent to triggers on it for this transaction only:
+	-- they run on its shards, where the guard keeps the marks co-located.
+	citus_id := fencing._citus_marks(target);
 
 	SELECT a.attnum, a.atttypid, a.attgenerated, a.attidentity,
 	       pg_get_expr(d.adbin, d.adrelid) AS default_value INTO col
@@ -466,21 +574,30 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 
+	arguments := format('%L, %L', token_column, mode);
+	IF citus_id IS NOT NULL THEN
+		arguments := arguments || format(', %L', citus_id);
+		PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+	END IF;
+
 	-- BEFORE: every write against its row.  AFTER INSERT, and AFTER UPDATE
 	-- when the key changed (also by another trigger): the new key against the
 	-- marks of its deletions and the table's floor.  BEFORE TRUNCATE: the
 	-- statement's token against every row, then the floor.
 	PERFORM fencing._drop_guard(target);
 	EXECUTE format('CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
-	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%L, %L)',
-	               target, token_column, mode);
+	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)',
+	               target, arguments);
 	EXECUTE format('CREATE TRIGGER fencing_guard_new_keys AFTER INSERT ON %s '
-	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%L, %L)',
-	               target, token_column, mode);
+	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)',
+	               target, arguments);
 	EXECUTE format('CREATE TRIGGER fencing_guard_key_changes AFTER UPDATE ON %s '
-	               'FOR EACH ROW WHEN (%s) EXECUTE FUNCTION fencing.guard(%L, %L)',
-	               target, key_changed, token_column, mode);
+	               'FOR EACH ROW WHEN (%s) EXECUTE FUNCTION fencing.guard(%s)',
+	               target, key_changed, arguments);
 	PERFORM fencing._guard_truncate(target);
+	IF citus_id IS NOT NULL THEN
+		PERFORM set_config('citus.enable_unsafe_triggers', unsafe_triggers, true);
+	END IF;
 END
 $$;
 COMMENT ON FUNCTION fencing.protect(regclass, name, text) IS
@@ -514,7 +631,7 @@ FROM pg_catalog.pg_trigger t
 CROSS JOIN LATERAL fencing._guard_settings(t.tgrelid) s
 WHERE t.tgname = 'fencing_guard'
   AND t.tgparentid = 0
-  AND t.tgnargs = 2
+  AND t.tgnargs IN (2, 3)
   AND t.tgfoid = 'fencing.guard()'::pg_catalog.regprocedure;
 GRANT SELECT ON fencing.protected_tables TO PUBLIC;
 COMMENT ON VIEW fencing.protected_tables IS
@@ -568,6 +685,15 @@ BEGIN
 	         WHERE c.relpersistence <> 't' LOOP
 		EXECUTE pg_catalog.format('SELECT pg_catalog.max(%I) FROM %s', t.token_column, t.relation)
 		INTO m;
+		IF m > result OR result IS NULL THEN
+			result := m;
+		END IF;
+	END LOOP;
+	-- Citus: the marks tables of distributed tables, and their floors.
+	FOR t IN SELECT c.oid::regclass AS marks FROM pg_catalog.pg_class c
+	         WHERE c.relnamespace = pg_catalog.to_regnamespace('fencing_citus')
+	           AND c.relkind = 'r' AND c.relname ~ '^(marks_[0-9]+|floors)$' LOOP
+		EXECUTE pg_catalog.format('SELECT pg_catalog.max(token) FROM %s', t.marks) INTO m;
 		IF m > result OR result IS NULL THEN
 			result := m;
 		END IF;

@@ -2,6 +2,7 @@
  * 23T01 and 23T02, worded once for the guard trigger, fenced_update() and fence().
  */
 #include "errors.hpp"
+#include "citus.hpp"
 #include "stats.hpp"
 
 extern "C" {
@@ -24,8 +25,20 @@ static const char *detail_subject(Relation rel, const char *key)
 
 char *relation_display_name(Relation rel)
 {
+	const char *qualified, *name;
+	if (citus_logical_name(rel, &qualified, &name))
+		return pstrdup(qualified);
 	return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 	                                  RelationGetRelationName(rel));
+}
+
+/* The name messages give a relation: a Citus shard's is its distributed table's. */
+static const char *relation_name(Relation rel)
+{
+	const char *qualified, *name;
+	if (citus_logical_name(rel, &qualified, &name))
+		return name;
+	return RelationGetRelationName(rel);
 }
 
 /* A stored token for DETAIL: its number, or "(not visible)". */
@@ -56,7 +69,7 @@ static const char *token_text(int64 token)
 void report_stale(Relation rel, const char *key, Mode mode, int64 presented, int64 stored)
 {
 	note_rejection(rel, nullptr, Rejection::stale, key, presented, stored);
-	stale(rel, psprintf("relation \"%s\"", RelationGetRelationName(rel)), detail_subject(rel, key), mode,
+	stale(rel, psprintf("relation \"%s\"", relation_name(rel)), detail_subject(rel, key), mode,
 	      presented, stored);
 }
 
@@ -73,7 +86,7 @@ void report_missing(Relation rel, const char *key, const char *operation, int64 
 	ereport(ERROR,
 	        (errcode(ERRCODE_FENCING_MISSING_TOKEN),
 	         errmsg("missing fencing token for %s on relation \"%s\"", operation,
-	                RelationGetRelationName(rel)),
+	                relation_name(rel)),
 	         errdetail("%s: no token presented, stored token %s.", detail_subject(rel, key),
 	                   token_text(stored)),
 	         strcmp(operation, "UPDATE") == 0 || strcmp(operation, "INSERT") == 0

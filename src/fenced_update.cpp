@@ -3,6 +3,7 @@
  * that applies `changes` and advances the token column iff the row's stored
  * token accepts `token`, run with the caller's rights through cached plans.
  */
+#include "citus.hpp"
 #include "errors.hpp"
 #include "keys.hpp"
 #include "marks.hpp"
@@ -444,8 +445,10 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 	bool isnull[INDEX_MAX_KEYS] = {false};
 	KeyHash key = key_hash(call.rel, key_columns(primary_key(call)), key_in_index_order(call),
 	                       isnull);
-	if (find_high_water(mark_scope(call.rel), key, stored) &&
-	    !token_accepts(call.fence.mode, *stored, call.token))
+	bool marked = call.fence.citus_id != 0
+	                  ? citus_find_high_water_anywhere(call.fence.citus_id, key, stored)
+	                  : find_high_water(mark_scope(call.rel), key, stored);
+	if (marked && !token_accepts(call.fence.mode, *stored, call.token))
 		return Outcome::stale;
 	return Outcome::missing;
 }

@@ -15,6 +15,7 @@
  * BEFORE TRUNCATE: the statement presents a token as a DELETE of every row
  * would, and leaves the table a floor that every new key must follow.
  */
+#include "citus.hpp"
 #include "errors.hpp"
 #include "keys.hpp"
 #include "marks.hpp"
@@ -77,6 +78,8 @@ struct TableInfo {
 	KeyColumns key;
 	bool scope_known;
 	MarkScope scope;       /* where marks of this relation's keys live */
+	bool citus_known;
+	CitusShard citus;      /* a Citus shard's: its marks shard and floors */
 	PendingCount *counter; /* its accepted writes, for fencing.stats */
 	Lend *lend;
 };
@@ -183,6 +186,37 @@ const MarkScope &scope_of(const Write &w)
 	return w.info->scope;
 }
 
+/* Where this Citus shard's marks live: worked out once per statement. */
+const CitusShard &citus_of(const Write &w)
+{
+	if (!w.info->citus_known) {
+		w.info->citus = citus_shard(w.rel, w.fence->citus_id);
+		w.info->citus_known = true;
+	}
+	return w.info->citus;
+}
+
+/* Records that `row`'s key went away under `token`. */
+void mark_deleted(const Write &w, HeapTuple row, const KeyHash &key, int64 token)
+{
+	if (w.fence->citus_id == 0) {
+		record_mark(scope_of(w), key, token);
+		return;
+	}
+	const CitusShard &shard = citus_of(w);
+	bool isnull;
+	Datum dist = heap_getattr(row, shard.dist_attnum, RelationGetDescr(w.rel), &isnull);
+	citus_record_mark(shard, dist, key, token);
+}
+
+/* The high-water mark a new row with `key` must follow; false if none. */
+bool high_water(const Write &w, const KeyHash &key, int64 *mark)
+{
+	if (w.fence->citus_id == 0)
+		return find_high_water(scope_of(w), key, mark);
+	return citus_find_high_water(citus_of(w), key, mark);
+}
+
 /* Writes `token` into the row's token column. */
 HeapTuple with_token(const Write &w, HeapTuple row, int64 token)
 {
@@ -262,7 +296,7 @@ Datum guard_delete(const Write &w, const Lend *taken)
 	else
 		presented = token_from_setting(w, row, "DELETE", stored);
 	check(w, row, presented, stored);
-	record_mark(scope_of(w), row_key_hash(w.rel, w.info->key, row), presented);
+	mark_deleted(w, row, row_key_hash(w.rel, w.info->key, row), presented);
 	return PointerGetDatum(row);
 }
 
@@ -280,10 +314,10 @@ Datum guard_new_key(const Write &w)
 		KeyHash old_key = row_key_hash(w.rel, w.info->key, w.trigger->tg_trigtuple);
 		if (old_key == key)
 			return PointerGetDatum(nullptr);
-		record_mark(scope_of(w), old_key, presented);
+		mark_deleted(w, w.trigger->tg_trigtuple, old_key, presented);
 	}
 	int64 mark;
-	if (find_high_water(scope_of(w), key, &mark) && !token_accepts(w.fence->mode, mark, presented))
+	if (high_water(w, key, &mark) && !token_accepts(w.fence->mode, mark, presented))
 		report_stale(w.rel, describe_row(w.rel, row), w.fence->mode, presented,
 		             shown(w.rel, w.fence->token_attnum, mark));
 	return PointerGetDatum(nullptr);
@@ -341,14 +375,28 @@ Datum guard_truncate(TriggerData *trigger)
 	if (!find_guard(rel, &fence))
 		return PointerGetDatum(nullptr);
 	int64 presented;
+	/*
+	 * A Citus distributed table: this is its shell (on the coordinator, or
+	 * on the worker a client truncates it from), whose rows are in the
+	 * shards.  Citus holds the table's lock on every node by now, so no
+	 * write through Citus runs meanwhile; the shards have no TRUNCATE
+	 * trigger of their own.
+	 */
+	bool distributed = fence.citus_id != 0 && citus_is_distributed(RelationGetRelid(rel));
 	const char *column = NameStr(TupleDescAttr(RelationGetDescr(rel), fence.token_attnum - 1)->attname);
 	if (!session_token(&presented))
 		report_missing(rel, all_rows, "TRUNCATE",
-		               shown(rel, fence.token_attnum, highest_stored_token_below(rel, column)));
-	int64 stored = highest_stored_token(rel, fence.token_attnum);
+		               shown(rel, fence.token_attnum,
+		                     distributed ? citus_highest_stored(rel, fence.token_attnum)
+		                                 : highest_stored_token_below(rel, column)));
+	int64 stored = distributed ? citus_highest_stored(rel, fence.token_attnum)
+	                           : highest_stored_token(rel, fence.token_attnum);
 	if (!token_accepts(fence.mode, stored, presented))
 		report_stale(rel, all_rows, fence.mode, presented, shown(rel, fence.token_attnum, stored));
-	raise_floor(RelationGetRelid(rel), presented);
+	if (distributed)
+		citus_raise_floor(fence.citus_id, presented);
+	else
+		raise_floor(RelationGetRelid(rel), presented);
 	count_accepted(relation_counter(rel));
 	return PointerGetDatum(nullptr);
 }

@@ -40,6 +40,14 @@ Oid marks_owner()
 	return owner;
 }
 
+/* Becomes the extension owner, with row security not forced; the caller restores its identity. */
+void become_owner(Oid *save_user, int *save_context)
+{
+	GetUserIdAndSecContext(save_user, save_context);
+	SetUserIdAndSecContext(marks_owner(), *save_context | SECURITY_LOCAL_USERID_CHANGE |
+	                                          SECURITY_RESTRICTED_OPERATION | SECURITY_NOFORCE_RLS);
+}
+
 /*
  * Prepares (if needed) and runs a plan as the extension owner, with row
  * security not forced: callers need no rights on the marks tables, not even
@@ -53,9 +61,7 @@ int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datu
 		elog(ERROR, "fencing: SPI_connect failed");
 	Oid save_user;
 	int save_context;
-	GetUserIdAndSecContext(&save_user, &save_context);
-	SetUserIdAndSecContext(marks_owner(), save_context | SECURITY_LOCAL_USERID_CHANGE |
-	                                          SECURITY_RESTRICTED_OPERATION | SECURITY_NOFORCE_RLS);
+	become_owner(&save_user, &save_context);
 	SPIPlanPtr plan = kept_plan(cache, sql, nargs, types);
 	/*
 	 * A write fires the AFTER triggers a DBA may have put on the marks
@@ -87,6 +93,24 @@ Datum relid_array(const MarkScope &scope)
 }
 
 } // namespace
+
+int run_sql_as_owner(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
+                     bool read_only)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "fencing: SPI_connect failed");
+	Oid save_user;
+	int save_context;
+	become_owner(&save_user, &save_context);
+	SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
+	if (plan == nullptr)
+		elog(ERROR, "fencing: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	int rc = SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only,
+	                              !read_only, 0);
+	SPI_freeplan(plan);
+	SetUserIdAndSecContext(save_user, save_context);
+	return rc;
+}
 
 MarkScope mark_scope(Relation rel)
 {

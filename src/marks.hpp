@@ -16,6 +16,10 @@
 #include "keys.hpp"
 #include "token.hpp"
 
+extern "C" {
+#include "utils/snapshot.h"
+}
+
 namespace fencing
 {
 
@@ -40,5 +44,14 @@ void record_mark(const MarkScope &scope, const KeyHash &key, int64 token);
 
 /* Records that `relid` was truncated under `token`; a floor never goes down. */
 void raise_floor(Oid relid, int64 token);
+
+/*
+ * Runs `sql` once with SPI as the extension owner (row security not
+ * forced), on `snapshot` (InvalidSnapshot: the usual one); a write fires its
+ * AFTER triggers within.  Returns SPI's code; connects SPI, and the caller
+ * reads the result and calls SPI_finish().
+ */
+int run_sql_as_owner(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
+                     bool read_only);
 
 } // namespace fencing

@@ -14,6 +14,7 @@
  */
 #include "settings.hpp"
 #include "tokens.hpp"
+#include "citus.hpp"
 #include "merge.hpp"
 #include "stats.hpp"
 
@@ -106,6 +107,7 @@ extern "C" void _PG_init(void)
 		token_setting = find_token_setting();
 		fencing::define_token_settings();
 		fencing::install_merge_check();
+		fencing::install_citus_support();
 		fencing::install_stats();
 		/* Last: it drops placeholders of names not defined by then. */
 		MarkGUCPrefixReserved("fencing");

@@ -60,7 +60,10 @@ static AttrNumber token_column(Relation rel, const char *name)
 
 void fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence)
 {
-	if (trigger->tgnargs != 2 || !parse_mode(trigger->tgargs[1], &fence->mode))
+	char *end = nullptr;
+	fence->citus_id = trigger->tgnargs == 3 ? strtoll(trigger->tgargs[2], &end, 10) : 0;
+	if (trigger->tgnargs < 2 || trigger->tgnargs > 3 || !parse_mode(trigger->tgargs[1], &fence->mode) ||
+	    (trigger->tgnargs == 3 && (*end != '\0' || fence->citus_id <= 0)))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("trigger \"%s\" on relation \"%s\" has bad arguments",
 		                       trigger->tgname, RelationGetRelationName(rel)),
@@ -106,6 +109,7 @@ void fence_of_table(Relation rel, TableFence *fence)
 	fence->token_attnum = token_column(rel, default_token_column);
 	fence->mode = Mode::monotonic;
 	fence->is_protected = false;
+	fence->citus_id = 0;
 }
 
 void require_primary_key(Relation rel)

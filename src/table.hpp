@@ -26,9 +26,10 @@ struct TableFence {
 	AttrNumber token_attnum;
 	Mode mode;
 	bool is_protected;
+	int64 citus_id; /* a Citus distributed table's marks id (third argument), else 0 */
 };
 
-/* Reads the settings from a guard trigger's arguments (token column, mode). */
+/* Reads the settings from a guard trigger's arguments (token column, mode[, Citus marks id]). */
 void fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence);
 
 /* The settings of `rel`'s enabled guard trigger; false if it has none. */

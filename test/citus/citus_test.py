@@ -1,0 +1,473 @@
+#!/usr/bin/python3
+"""
+fencing on Citus: the guard on hash-distributed tables, through the
+coordinator of a running Citus cluster (PG* variables point at it; the
+workers' ports are in WORKER1_PORT and WORKER2_PORT).  Each test prints
+"test citus_<name> ... ok|FAILED" and, when it fails, why.  Exits 1 if any
+failed.  Run by test/citus/run.
+"""
+import os
+import sys
+import threading
+import time
+import traceback
+
+import psycopg
+from psycopg import errors
+
+W1 = int(os.environ["WORKER1_PORT"])
+W2 = int(os.environ["WORKER2_PORT"])
+
+
+def connect(autocommit=True, port=None):
+    kw = {"autocommit": autocommit}
+    if port is not None:
+        kw["port"] = port
+    return psycopg.connect(**kw)
+
+
+db = connect()
+
+
+def q(sql, params=None, conn=None):
+    """Runs one statement; returns all rows (or None)."""
+    cur = (conn or db).execute(sql, params)
+    return cur.fetchall() if cur.description else None
+
+
+def one(sql, params=None, conn=None):
+    rows = q(sql, params, conn)
+    return rows[0][0] if rows else None
+
+
+def expect_error(sqlstate, sql, params=None, conn=None, contains=None, absent=None):
+    """Runs sql (in its own transaction unless conn is in one); it must fail with sqlstate."""
+    try:
+        q(sql, params, conn)
+    except psycopg.Error as e:
+        if e.sqlstate != sqlstate:
+            raise AssertionError(f"{sql!r}: expected {sqlstate}, got {e.sqlstate}: {e}")
+        text = str(e) + " " + (e.diag.message_detail or "")
+        for c in contains or []:
+            if c not in text:
+                raise AssertionError(f"{sql!r}: error does not mention {c!r}: {text}")
+        for a in absent or []:
+            if a in text:
+                raise AssertionError(f"{sql!r}: error mentions {a!r}: {text}")
+        return e
+    raise AssertionError(f"{sql!r}: expected {sqlstate}, but it succeeded")
+
+
+def in_tx(token, *statements, setter="SET LOCAL"):
+    """Runs statements in one transaction that presents `token`; returns the last result."""
+    with connect(autocommit=False) as c:
+        if token is not None:
+            if setter == "SET LOCAL":
+                c.execute(f"SET LOCAL fencing.token = {int(token)}")
+            else:
+                c.execute("SELECT set_config('fencing.token', %s, true)", (str(token),))
+        result = None
+        for s in statements:
+            cur = c.execute(s)
+            result = cur.fetchall() if cur.description else cur.rowcount
+        c.commit()
+        return result
+
+
+def tx_error(sqlstate, token, *statements, contains=None, absent=None):
+    """Like in_tx, but the last statement must fail with sqlstate (and all is rolled back)."""
+    with connect(autocommit=False) as c:
+        if token is not None:
+            c.execute(f"SET LOCAL fencing.token = {int(token)}")
+        for s in statements[:-1]:
+            c.execute(s)
+        e = expect_error(sqlstate, statements[-1], conn=c, contains=contains, absent=absent)
+        c.rollback()
+        return e
+
+
+def distributed(name, rows=20, mode="monotonic", ddl=None):
+    """A fresh protected hash-distributed table name(id int PK, v text), rows 1..rows at token 1."""
+    q(f"DROP TABLE IF EXISTS {name}")
+    q(ddl or f"CREATE TABLE {name} (id int PRIMARY KEY, v text)")
+    q(f"SELECT create_distributed_table('{name}', 'id')")
+    q(f"SELECT fencing.protect('{name}', mode => '{mode}')")
+    if rows:
+        q(f"INSERT INTO {name} SELECT g, 'new', 1 FROM generate_series(1, {rows}) g")
+
+
+def token_of(table, key):
+    return one(f"SELECT last_fencing_token FROM {table} WHERE id = %s", (key,))
+
+
+def node_of(table, key):
+    return one("SELECT nodeport FROM pg_dist_shard_placement WHERE shardid ="
+               " get_shard_id_for_distribution_column(%s, %s)", (table, key))
+
+
+def shard_of(table, key):
+    return one("SELECT get_shard_id_for_distribution_column(%s, %s)", (table, key))
+
+
+def move(shard, mode="auto"):
+    src = one("SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = %s", (shard,))
+    dst = W2 if src == W1 else W1
+    q("SELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s,"
+      " shard_transfer_mode => %s)", (shard, src, dst, mode))
+    assert one("SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = %s", (shard,)) == dst
+
+
+# --------------------------------------------------------------------------
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+@test
+def protect_without_settings():
+    """protect() on a distributed table changes no Citus setting; the guard reaches the shards."""
+    distributed("orders", rows=4)
+    assert one("SHOW citus.enable_unsafe_triggers") == "off"
+    assert one("SHOW citus.propagate_set_commands") == "none"
+    shards = one("SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'orders'::regclass")
+    with_guard = sum(one("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'fencing_guard_%%'"
+                         " AND tgrelid::regclass::text LIKE 'orders_%%'",
+                         conn=connect(port=p)) for p in (W1, W2))
+    assert with_guard == 3 * shards, (with_guard, shards)  # BEFORE and the two AFTER row triggers
+    oid = one("SELECT 'orders'::regclass::oid")
+    marks = f"fencing_citus.marks_{oid}"
+    assert one("SELECT count(DISTINCT colocationid) FROM pg_dist_partition"
+               " WHERE logicalrelid IN ('orders'::regclass, %s::regclass)", (marks,)) == 1
+    assert one("SELECT relation::text FROM fencing.protected_tables WHERE relation = 'orders'::regclass") == "orders"
+
+
+@test
+def bad_inputs():
+    distributed("orders", rows=3)
+    e = tx_error("23T02", None, "UPDATE orders SET v = 'x' WHERE id = 1",
+                 contains=['relation "orders"', "Relation public.orders, key (id)=(1)"], absent=["orders_1"])
+    in_tx(5, "UPDATE orders SET v = 'x' WHERE id = 1")
+    tx_error("23T01", 4, "UPDATE orders SET v = 'y' WHERE id = 1",
+             contains=['stale fencing token 4 for relation "orders"', "stored token 5"], absent=["orders_1"])
+    tx_error("23T01", 4, "DELETE FROM orders WHERE id = 1", absent=["orders_1"])
+    tx_error("22023", None, "SET LOCAL fencing.token = 0")
+    tx_error("22023", None, "SET LOCAL fencing.token = 'abc'")
+    expect_error("22004", "SELECT fencing.fenced_update('orders', '{\"id\": 1}', NULL, '{}')")
+    expect_error("22023", "SELECT fencing.fenced_update('orders', '{\"id\": 1}', 0, '{}')")
+    expect_error("22023", "SELECT fencing.fenced_update('orders', '{\"id\": 1}', 9, '{\"id\": 2}')")
+    expect_error("P0002", "SELECT fencing.fenced_update('orders', '{\"id\": 99}', 9, '{}')")
+    expect_error("23T01", "SELECT fencing.fenced_update('orders', '{\"id\": 1}', 4, '{\"v\": \"z\"}')",
+                 contains=['relation "orders"'])
+    assert one("SELECT v FROM orders WHERE id = 1") == "x" and token_of("orders", 1) == 5
+    # Tables the guard does not support on Citus say so, and change nothing.
+    q("DROP TABLE IF EXISTS ref, parted, appended")
+    q("CREATE TABLE ref (id int PRIMARY KEY)")
+    q("SELECT create_reference_table('ref')")
+    expect_error("0A000", "SELECT fencing.protect('ref')", contains=["reference table"])
+    q("CREATE TABLE parted (id int, r int, PRIMARY KEY (id, r)) PARTITION BY RANGE (r)")
+    q("CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (10)")
+    q("SELECT create_distributed_table('parted', 'id')")
+    expect_error("0A000", "SELECT fencing.protect('parted')", contains=["partitioned"])
+    for t in ("ref", "parted"):
+        assert one(f"SELECT count(*) FROM pg_attribute WHERE attrelid = '{t}'::regclass"
+                   " AND attname = 'last_fencing_token'") == 0, t
+        assert one(f"SELECT count(*) FROM pg_trigger WHERE tgrelid = '{t}'::regclass"
+                   " AND tgname LIKE 'fencing%%'") == 0, t
+    q("DROP TABLE IF EXISTS nokey")
+    q("CREATE TABLE nokey (id int, v text)")
+    q("SELECT create_distributed_table('nokey', 'id')")
+    expect_error("55000", "SELECT fencing.protect('nokey')")
+    # A local table on the coordinator, and a Citus local table, are guarded as on one server.
+    q("DROP TABLE IF EXISTS loc, cl")
+    q("CREATE TABLE loc (id int PRIMARY KEY)")
+    q("SELECT fencing.protect('loc')")
+    in_tx(3, "INSERT INTO loc VALUES (1)")
+    tx_error("23T01", 2, "DELETE FROM loc WHERE id = 1")
+    q("CREATE TABLE cl (id int PRIMARY KEY)")
+    q("SELECT citus_add_local_table_to_metadata('cl')")
+    q("SELECT fencing.protect('cl')")
+    in_tx(3, "INSERT INTO cl VALUES (1)")
+    tx_error("23T02", None, "INSERT INTO cl VALUES (2)")
+    q("DROP TABLE ref, parted, nokey, loc, cl")
+
+
+@test
+def split_brain():
+    """SPEC section 0 on a distributed table, PostgreSQL leases on the coordinator."""
+    q("DROP TABLE IF EXISTS accounts")
+    q("CREATE TABLE accounts (id text PRIMARY KEY, status text)")
+    q("SELECT create_distributed_table('accounts', 'id')")
+    q("SELECT fencing.protect('accounts')")
+    q("INSERT INTO accounts VALUES ('order:101', 'new', 1)")
+    q("DELETE FROM fencing.resources WHERE resource = 'order:101'")
+    a = one("SELECT fencing.acquire('order:101', 'worker-a', '1 s')")
+    assert one("SELECT fencing.acquire('order:101', 'worker-b', '1 s')") is None
+    time.sleep(1.2)  # A is paused past its TTL
+    b = one("SELECT fencing.acquire('order:101', 'worker-b', '10 s')")
+    assert b > a
+    assert one("SELECT fencing.fenced_update('accounts', '{\"id\": \"order:101\"}', %s,"
+               " '{\"status\": \"paid\"}')", (b,)) is True
+    assert one("SELECT fencing.renew('order:101', 'worker-a', %s, '1 s')", (a,)) is False
+    expect_error("23T01", "SELECT fencing.fenced_update('accounts', '{\"id\": \"order:101\"}', %s,"
+                 " '{\"status\": \"cancelled\"}')", (a,), contains=['relation "accounts"'])
+    tx_error("23T01", a, "UPDATE accounts SET status = 'cancelled' WHERE id = 'order:101'",
+             contains=['relation "accounts"'], absent=["accounts_1"])
+    assert q("SELECT status, last_fencing_token FROM accounts") == [("paid", b)]
+
+
+@test
+def token_paths():
+    """Every way a write can carry its token, one shard or many, in multi-statement transactions."""
+    distributed("orders", rows=20)
+    in_tx(10, "UPDATE orders SET v = 'a' WHERE id = 1")                        # SET LOCAL, one shard
+    in_tx(11, "UPDATE orders SET v = 'b' WHERE id = 2", setter="set_config")   # set_config
+    in_tx(None, "UPDATE orders SET v = 'c', last_fencing_token = 12 WHERE id = 3")  # the column
+    assert one("SELECT fencing.fenced_update('orders', '{\"id\": 4}', 13, '{\"v\": \"d\"}')")
+    assert in_tx(20, "UPDATE orders SET v = 'all'") == 20                     # all shards
+    with connect(autocommit=False) as c:                                       # several statements
+        c.execute("SET LOCAL fencing.token = 21")
+        c.execute("UPDATE orders SET v = 's1' WHERE id = 5")
+        c.execute("UPDATE orders SET v = 's2' WHERE id BETWEEN 6 AND 15")
+        c.execute("DELETE FROM orders WHERE id = 16")
+        c.execute("INSERT INTO orders VALUES (16, 'back')")
+        c.execute("SET LOCAL fencing.token = 22")                              # a new token mid-way
+        c.execute("UPDATE orders SET v = 's3' WHERE id = 17")
+        c.commit()
+    assert [token_of("orders", k) for k in (5, 6, 15, 16, 17)] == [21, 21, 21, 21, 22]
+    # A rolled-back savepoint takes its token along; the outer one holds again.
+    with connect(autocommit=False) as c:
+        c.execute("SET LOCAL fencing.token = 30")
+        c.execute("SAVEPOINT s")
+        c.execute("SET LOCAL fencing.token = 3")
+        expect_error("23T01", "UPDATE orders SET v = 'stale' WHERE id = 1", conn=c)
+        c.execute("ROLLBACK TO SAVEPOINT s")
+        c.execute("UPDATE orders SET v = 'outer' WHERE id = 1")
+        c.commit()
+    assert token_of("orders", 1) == 30
+    # The token never outlives its transaction, on any node: the next one on
+    # this connection (a pooled connection's next client) has none.
+    with connect(autocommit=False) as c:
+        c.execute("SET LOCAL fencing.token = 31")
+        c.execute("UPDATE orders SET v = 'x' WHERE id = 1")
+        c.commit()
+        expect_error("23T02", "UPDATE orders SET v = 'leak' WHERE id = 1", conn=c)
+        c.rollback()
+        expect_error("23T02", "UPDATE orders SET v = 'leak' WHERE id BETWEEN 1 AND 20", conn=c)
+        c.rollback()
+    # A DO block, and upserts.
+    q("DO $$ BEGIN PERFORM set_config('fencing.token', '40', true);"
+      " UPDATE orders SET v = 'do' WHERE id = 18; END $$")
+    assert token_of("orders", 18) == 40
+    in_tx(41, "INSERT INTO orders VALUES (19, 'up', 0) ON CONFLICT (id) DO UPDATE SET v = 'upserted'")
+    assert q("SELECT v, last_fencing_token FROM orders WHERE id = 19") == [("upserted", 41)]
+    tx_error("23T01", 39, "INSERT INTO orders VALUES (19, 'up') ON CONFLICT (id) DO UPDATE SET v = 'x'")
+
+
+@test
+def multi_shard_all_or_nothing():
+    distributed("orders", rows=40)
+    high = 39  # a key on some shard
+    in_tx(100, f"UPDATE orders SET v = 'newer' WHERE id = {high}")
+    before = q("SELECT id, v, last_fencing_token FROM orders ORDER BY id")
+    nodes = {node_of("orders", k) for k in range(1, 41)}
+    assert nodes == {W1, W2}, nodes
+    tx_error("23T01", 50, "UPDATE orders SET v = 'stale-wave'")
+    tx_error("23T01", 50, "DELETE FROM orders")
+    tx_error("23T01", 50, "UPDATE orders SET v = 'w' WHERE id = 1",
+             "UPDATE orders SET v = 'w' WHERE id = 2", f"UPDATE orders SET v = 'w' WHERE id = {high}")
+    assert q("SELECT id, v, last_fencing_token FROM orders ORDER BY id") == before
+    assert in_tx(100, "UPDATE orders SET v = 'wave'") == 40
+
+
+def delete_then_stale(table, keys, token):
+    in_tx(token, f"DELETE FROM {table} WHERE id IN ({', '.join(map(str, keys))})")
+
+
+def refused_reinsert(table, keys, stale, fresh):
+    for k in keys:
+        tx_error("23T01", stale, f"INSERT INTO {table} VALUES ({k}, 'zombie')",
+                 contains=[f'relation "{table}"'])
+    for k in keys:
+        expect_error("23T01", f"SELECT fencing.fenced_update('{table}', '{{\"id\": {k}}}', {stale}, '{{}}')")
+    in_tx(fresh, *[f"INSERT INTO {table} VALUES ({k}, 'fresh')" for k in keys])
+
+
+@test
+def marks_move_with_shards():
+    """A key deleted under t: after its shard moves (both transfer modes), no re-insert under t-1."""
+    distributed("orders", rows=20)
+    for mode, t in (("block_writes", 10), ("force_logical", 20), ("auto", 30)):
+        delete_then_stale("orders", [3, 7], t)
+        move(shard_of("orders", 3), mode)
+        if shard_of("orders", 7) != shard_of("orders", 3):
+            move(shard_of("orders", 7), mode)
+        refused_reinsert("orders", [3, 7], t - 1, t)
+
+
+@test
+def marks_survive_rebalance():
+    distributed("orders", rows=40)
+    keys = list(range(1, 41, 4))
+    delete_then_stale("orders", keys, 50)
+    # Everything onto worker 1, then the rebalancer spreads the shards again.
+    for sid, port in q("SELECT s.shardid, p.nodeport FROM pg_dist_shard s JOIN pg_dist_shard_placement p"
+                       " USING (shardid) WHERE s.logicalrelid = 'orders'::regclass"):
+        if port == W2:
+            move(sid, "block_writes")
+    assert {node_of("orders", k) for k in range(1, 41)} == {W1}
+    q("SELECT citus_rebalance_start(shard_transfer_mode => 'block_writes')")
+    q("SELECT citus_rebalance_wait()")
+    assert {node_of("orders", k) for k in range(1, 41)} == {W1, W2}
+    refused_reinsert("orders", keys, 49, 50)
+
+
+@test
+def marks_survive_split():
+    distributed("orders", rows=40)
+    sid = shard_of("orders", 1)
+    lo, hi = q("SELECT shardminvalue::bigint, shardmaxvalue::bigint FROM pg_dist_shard WHERE shardid = %s",
+               (sid,))[0]
+    mid = (lo + hi) // 2
+    in_shard = [k for k in range(1, 41) if shard_of("orders", k) == sid]
+    delete_then_stale("orders", in_shard, 60)
+    nodes = [r[0] for r in q("SELECT nodeid FROM pg_dist_node WHERE noderole = 'primary'"
+                             " AND nodeport IN (%s, %s) ORDER BY nodeport", (W1, W2))]
+    q("SELECT citus_split_shard_by_split_points(%s, ARRAY[%s], ARRAY[%s, %s]::int[],"
+      " shard_transfer_mode => 'block_writes')", (sid, str(mid), nodes[0], nodes[1]))
+    halves = {shard_of("orders", k) for k in in_shard}
+    assert sid not in halves and len(halves) == 2, halves
+    refused_reinsert("orders", in_shard, 59, 60)
+
+
+@test
+def truncate():
+    distributed("orders", rows=20)
+    in_tx(70, "UPDATE orders SET v = 'x' WHERE id = 5")
+    tx_error("23T02", None, "TRUNCATE orders", contains=['relation "orders"'])
+    tx_error("23T01", 69, "TRUNCATE orders", contains=["stored token 70"])
+    assert one("SELECT count(*) FROM orders") == 20
+    in_tx(70, "TRUNCATE orders")
+    assert one("SELECT count(*) FROM orders") == 0
+    # The floor holds for keys never seen, on every shard, also after moves and a split.
+    tx_error("23T01", 69, "INSERT INTO orders VALUES (1000, 'never seen')")
+    move(shard_of("orders", 1000))
+    sid = shard_of("orders", 2000)
+    lo, hi = q("SELECT shardminvalue::bigint, shardmaxvalue::bigint FROM pg_dist_shard WHERE shardid = %s",
+               (sid,))[0]
+    nodes = [r[0] for r in q("SELECT nodeid FROM pg_dist_node WHERE nodeport IN (%s, %s) ORDER BY nodeport",
+                             (W1, W2))]
+    q("SELECT citus_split_shard_by_split_points(%s, ARRAY[%s], ARRAY[%s, %s]::int[],"
+      " shard_transfer_mode => 'block_writes')", (sid, str((lo + hi) // 2), nodes[0], nodes[1]))
+    for k in range(1000, 1040):
+        tx_error("23T01", 69, f"INSERT INTO orders VALUES ({k}, 'stale')")
+    expect_error("23T01", "SELECT fencing.fenced_update('orders', '{\"id\": 1000}', 69, '{}')")
+    in_tx(70, "INSERT INTO orders SELECT g, 'fresh' FROM generate_series(1000, 1039) g")
+    assert one("SELECT fencing.high_water_mark()") >= 70
+
+
+@test
+def unprotect_and_drop():
+    distributed("orders", rows=5)
+    oid = one("SELECT 'orders'::regclass::oid")
+    in_tx(10, "DELETE FROM orders WHERE id = 1")
+    q("SELECT fencing.unprotect('orders')")
+    assert one("SHOW citus.enable_unsafe_triggers") == "off"
+    q("UPDATE orders SET v = 'free' WHERE id = 2")  # unguarded now
+    assert one(f"SELECT count(*) FROM fencing_citus.marks_{oid}") == 1  # marks stay
+    q("SELECT fencing.protect('orders')")
+    tx_error("23T01", 9, "INSERT INTO orders VALUES (1, 'zombie')")
+    in_tx(10, "TRUNCATE orders")
+    q("DROP TABLE orders")
+    assert one(f"SELECT to_regclass('fencing_citus.marks_{oid}')") is None
+    assert one("SELECT count(*) FROM fencing_citus.floors WHERE id = %s", (oid,)) == 0
+    for port in (W1, W2):
+        assert one(f"SELECT count(*) FROM pg_class WHERE relname LIKE 'marks\\_{oid}%%'",
+                   conn=connect(port=port)) == 0
+
+
+@test
+def concurrent_sessions():
+    """Isolation-style, through the coordinator: a lower token waits for a higher one's
+    transaction and is then refused; a re-insert waits for the deleting transaction."""
+    distributed("orders", rows=5)
+    s1 = connect(autocommit=False)
+
+    def race(first_token, first_sql, second_token, second_sql, end, expected):
+        """s1 writes first_sql and holds its transaction; a second session runs
+        second_sql, must wait, and after s1's end ('commit' or 'rollback') ends
+        with `expected` ('ok' or a SQLSTATE)."""
+        outcome = []
+
+        def second():
+            try:
+                in_tx(second_token, second_sql)
+                outcome.append("ok")
+            except psycopg.Error as e:
+                outcome.append(e.sqlstate)
+        s1.execute(f"SET LOCAL fencing.token = {first_token}")
+        s1.execute(first_sql)
+        t = threading.Thread(target=second)
+        t.start()
+        time.sleep(1.0)
+        assert t.is_alive(), f"{second_sql!r} did not wait for {first_sql!r}"
+        s1.commit() if end == "commit" else s1.rollback()
+        t.join(30)
+        assert outcome == [expected], (second_sql, outcome, expected)
+
+    # A lower token waits for the row and is refused once the higher one commits.
+    race(20, "UPDATE orders SET v = 's1' WHERE id = 1", 19, "UPDATE orders SET v = 's2' WHERE id = 1",
+         "commit", "23T01")
+    # A re-insert waits for the deleting transaction, then sees its mark.
+    race(30, "DELETE FROM orders WHERE id = 2", 29, "INSERT INTO orders VALUES (2, 'zombie')",
+         "commit", "23T01")
+    # If the higher one rolls back, the lower one goes through.
+    race(40, "UPDATE orders SET v = 's1' WHERE id = 3", 35, "UPDATE orders SET v = 's2' WHERE id = 3",
+         "rollback", "ok")
+    s1.close()
+    # Many writers at once on a few hot rows: tokens stored never go down.
+    stop = time.time() + 5
+    seen_errors = []
+
+    def hammer(seed):
+        import random
+        r = random.Random(seed)
+        with connect(autocommit=False) as c:
+            while time.time() < stop:
+                k, tok = r.randint(1, 5), r.randint(1, 10_000)
+                try:
+                    c.execute(f"SET LOCAL fencing.token = {tok}")
+                    c.execute("UPDATE orders SET v = %s WHERE id = %s", (str(tok), k))
+                    c.commit()
+                except psycopg.Error as e:
+                    c.rollback()
+                    if e.sqlstate not in ("23T01", "40P01"):
+                        seen_errors.append(e.sqlstate)
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not seen_errors, seen_errors
+    for k, v, tok in q("SELECT id, v, last_fencing_token FROM orders WHERE id <= 5 AND v ~ '^[0-9]+$'"):
+        assert int(v) == tok, (k, v, tok)  # the row holds the write of its own token
+
+
+def main():
+    failed = 0
+    for fn in TESTS:
+        name = "citus_" + fn.__name__
+        try:
+            fn()
+            print(f"test {name} ... ok", flush=True)
+        except Exception:
+            failed += 1
+            traceback.print_exc()
+            print(f"test {name} ... FAILED", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
