@@ -100,6 +100,26 @@ INSERT INTO racks VALUES (260, 'stale', 139);
 INSERT INTO racks VALUES (260, 'new holder', 140);
 SELECT relid, token FROM fencing.floors WHERE relid = 'racks'::regclass;
 
+-- The token column stays a bigint column, and the guard's triggers keep
+-- their names, while the table is protected.
+CREATE TABLE kept (id int PRIMARY KEY, v text);
+SELECT fencing.protect('kept');
+ALTER TABLE kept RENAME COLUMN last_fencing_token TO tok;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE kept DROP COLUMN last_fencing_token;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE kept ALTER COLUMN last_fencing_token TYPE numeric;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TRIGGER fencing_guard ON kept RENAME TO zz_guard;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TRIGGER fencing_guard_truncate ON kept RENAME TO zz_truncate;
+\echo :LAST_ERROR_SQLSTATE
+SELECT relation, token_column FROM fencing.protected_tables WHERE relation = 'kept'::regclass;
+ALTER TABLE kept RENAME COLUMN v TO w;
+SELECT fencing.unprotect('kept');
+ALTER TABLE kept RENAME COLUMN last_fencing_token TO tok;
+DROP TABLE kept;
+
 -- Internal helpers answer bad input with the standard SQLSTATE.
 SELECT fencing._key_change_condition(0);
 \echo :LAST_ERROR_SQLSTATE

@@ -188,6 +188,9 @@ BEGIN
 		WHERE EXISTS (SELECT FROM pg_trigger g
 		              WHERE g.tgrelid = t.relid AND g.tgname = 'fencing_guard'
 		                AND g.tgfoid = 'fencing.guard()'::regprocedure)
+		  -- a guard whose row triggers are all there (Citus recreates them one by one)
+		  AND EXISTS (SELECT FROM pg_trigger g
+		              WHERE g.tgrelid = t.relid AND g.tgname = 'fencing_guard_key_changes')
 		  AND NOT EXISTS (SELECT FROM pg_trigger g
 		                  WHERE g.tgrelid = t.relid AND g.tgname = 'fencing_guard_truncate')
 	LOOP
@@ -309,9 +312,25 @@ BEGIN
 			USING ERRCODE = 'feature_not_supported',
 			      DETAIL = 'An unlogged table loses its rows in a crash, and with them their tokens.';
 	END IF;
+	-- The token column stays, a bigint: the guard reads it by name.
+	IF NOT EXISTS (SELECT FROM pg_attribute a
+	               WHERE a.attrelid = rel AND a.attname = settings.token_column
+	                 AND a.atttypid = 'pg_catalog.int8'::regtype AND NOT a.attisdropped) THEN
+		RAISE EXCEPTION 'fencing token column "%" of protected relation "%" must stay a bigint column',
+			settings.token_column, rel
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      HINT = 'Run fencing.unprotect() first to remove the guard.';
+	END IF;
 	SELECT t.tgparentid = 0 INTO own FROM pg_trigger t
 	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard';
 	IF NOT own THEN
+		RETURN;
+	END IF;
+	-- A guard whose triggers are not all there is being made, by protect()
+	-- or by Citus (which recreates them one by one when it rebuilds a table
+	-- or syncs a node): not this trigger's business.
+	IF NOT EXISTS (SELECT FROM pg_trigger t
+	               WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard_key_changes') THEN
 		RETURN;
 	END IF;
 	-- The primary key changed: the guard must follow it (and refuse a key it cannot mark).
@@ -344,9 +363,26 @@ DECLARE
 	rel regclass;
 	detached record;
 BEGIN
+	-- Citus' own connections (shard and metadata work it sends to a node)
+	-- rebuild tables as they were, guard included: not this trigger's business.
+	IF pg_catalog.current_setting('application_name') LIKE 'citus\_internal%' THEN
+		RETURN;
+	END IF;
 	FOR detached IN SELECT * FROM fencing._detached_partitions() LOOP
 		PERFORM fencing._keep_history(detached.parent, detached.partition);
 	END LOOP;
+	-- The guard's triggers keep their names: they are how the extension
+	-- (fencing.protected_tables, high_water_mark(), the guard itself) finds
+	-- them.
+	IF EXISTS (SELECT FROM pg_event_trigger_ddl_commands() c
+	           JOIN pg_trigger t ON c.classid = 'pg_trigger'::regclass AND t.oid = c.objid
+	           WHERE t.tgfoid = 'fencing.guard()'::regprocedure
+	             AND t.tgname NOT IN ('fencing_guard', 'fencing_guard_new_keys',
+	                                  'fencing_guard_key_changes', 'fencing_guard_truncate')) THEN
+		RAISE EXCEPTION 'the guard''s triggers cannot be renamed'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      HINT = 'Run fencing.unprotect() to remove the guard.';
+	END IF;
 	FOR rel IN
 		SELECT DISTINCT c.objid::regclass FROM pg_event_trigger_ddl_commands() c
 		JOIN pg_class r ON r.oid = c.objid
@@ -360,7 +396,7 @@ $$;
 COMMENT ON FUNCTION fencing._after_table_ddl() IS
 'internal: event trigger keeping protected tables guarded through DDL';
 CREATE EVENT TRIGGER fencing_after_table_ddl ON ddl_command_end
-WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SCHEMA', 'CREATE FOREIGN TABLE')
+WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SCHEMA', 'CREATE FOREIGN TABLE', 'ALTER TRIGGER')
 EXECUTE FUNCTION fencing._after_table_ddl();
 
 -- Marks and floors of a dropped table go with it (its OID could be reused).
@@ -372,8 +408,8 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	dropped oid;
 	coordinator boolean := false;
+	dropped bigint[];
 BEGIN
 	DELETE FROM fencing.deleted_keys d
 	USING pg_event_trigger_dropped_objects() o
@@ -381,20 +417,16 @@ BEGIN
 	DELETE FROM fencing.floors f
 	USING pg_event_trigger_dropped_objects() o
 	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND f.relid = o.objid;
-	-- Citus: a dropped distributed table's marks table and floor, from the
-	-- coordinator (the drop reaches the workers from there).
+	-- Citus: a dropped distributed table's floor, from the coordinator (its
+	-- marks table is in the same DROP TABLE: see src/citus.cpp).
 	IF pg_catalog.to_regclass('fencing_citus.floors') IS NOT NULL THEN
 		EXECUTE 'SELECT pg_catalog.citus_is_coordinator()' INTO coordinator;
 	END IF;
 	IF coordinator THEN
-		FOR dropped IN
-			SELECT o.objid FROM pg_event_trigger_dropped_objects() o
-			WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0
-			  AND pg_catalog.to_regclass(format('fencing_citus.marks_%s', o.objid)) IS NOT NULL
-		LOOP
-			EXECUTE format('DROP TABLE fencing_citus.marks_%s', dropped);
-			DELETE FROM fencing_citus.floors WHERE id = dropped;
-		END LOOP;
+		-- The dropped tables first: the DELETE runs on the nodes, where no drop is.
+		SELECT array_agg(o.objid::bigint) INTO dropped FROM pg_event_trigger_dropped_objects() o
+		WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.object_type = 'table';
+		DELETE FROM fencing_citus.floors WHERE id = ANY (dropped);
 	END IF;
 END
 $$;
@@ -403,21 +435,50 @@ COMMENT ON FUNCTION fencing._forget_dropped_marks() IS
 CREATE EVENT TRIGGER fencing_forget_dropped_marks ON sql_drop
 EXECUTE FUNCTION fencing._forget_dropped_marks();
 
--- Citus: the id of a distributed table's marks table, made if missing; NULL
--- for a table Citus does not distribute (a local table, a Citus local table),
--- 0A000 for the kinds the guard does not support.  The marks of a shard's
--- deleted keys live in the co-located shard of fencing_citus.marks_<id>, on
--- the same node, so they move, split and rebalance with the rows; TRUNCATE
--- floors live in the reference table fencing_citus.floors, on every node.
--- Both belong to the extension owner, who alone writes them.
+-- Citus: the schema fencing_citus and its reference table of TRUNCATE floors
+-- (on every node, keyed by the marks id), made once, owned by the extension
+-- owner, who alone writes floors.  Everyone may create a marks table there
+-- (protect() does, as the table's owner) and read none but their own; anyone
+-- who may protect a table may make both.
+CREATE FUNCTION fencing._citus_floors()
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF pg_catalog.to_regnamespace('fencing_citus') IS NULL THEN
+		CREATE SCHEMA fencing_citus;
+		GRANT USAGE, CREATE ON SCHEMA fencing_citus TO PUBLIC;
+	END IF;
+	IF pg_catalog.to_regclass('fencing_citus.floors') IS NULL THEN
+		CREATE TABLE fencing_citus.floors (id bigint PRIMARY KEY, token bigint NOT NULL);
+		REVOKE ALL ON fencing_citus.floors FROM PUBLIC;
+		COMMENT ON TABLE fencing_citus.floors IS 'TRUNCATE floors of protected distributed tables, by marks id';
+		PERFORM create_reference_table('fencing_citus.floors');
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing._citus_floors() IS
+'internal: makes the schema fencing_citus and its table of floors on Citus';
+
+-- Citus: the id of a distributed table's marks table, made if missing, with
+-- the rights of the caller (protect() runs as the table's owner, and Citus
+-- wants a transaction's work on co-located tables done by one user); NULL
+-- for a table Citus does not distribute (a local table, a Citus local
+-- table); 0A000 for the kinds the guard does not support.  The marks of a
+-- shard's deleted keys live in the co-located shard of
+-- fencing_citus.marks_<id>, on the same node, so they move, split and
+-- rebalance with the rows; DROP TABLE of the protected table drops it too.
 CREATE FUNCTION fencing._citus_marks(target regclass)
 RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	dist record;
 	marks text := format('fencing_citus.marks_%s', target::oid);
+	marks_owner regrole;
+	marks_owner_of_extension regrole;
 BEGIN
 	IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
 		RETURN NULL;
@@ -446,16 +507,24 @@ BEGIN
 			USING ERRCODE = 'feature_not_supported',
 			      HINT = 'Protect a distributed table that is not partitioned.';
 	END IF;
+	PERFORM fencing._citus_floors();
 	IF pg_catalog.to_regclass(marks) IS NOT NULL THEN
+		-- Only the one protect() made: the table's owner's, co-located with it.
+		SELECT c.relowner::regrole INTO marks_owner FROM pg_class c WHERE c.oid = marks::regclass;
+		IF marks_owner <> (SELECT c.relowner FROM pg_class c WHERE c.oid = target) THEN
+			RAISE EXCEPTION 'table % belongs to role %, not to the owner of "%"', marks, marks_owner, target
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+				      HINT = 'Drop it; fencing.protect() makes it again.';
+		END IF;
+		IF NOT EXISTS (SELECT FROM pg_dist_partition p
+		               WHERE p.logicalrelid = marks::regclass AND p.colocationid = dist.colocationid) THEN
+			RAISE EXCEPTION 'table % is not co-located with "%"', marks, target
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+				      DETAIL = 'A shard''s deleted-key marks must live on the shard''s node.',
+				      HINT = format('Move its shards to the nodes of the table''s shards and run SELECT update_distributed_table_colocation(%L, colocate_with => %L).',
+				                    marks, target::text);
+		END IF;
 		RETURN target::oid;
-	END IF;
-	IF pg_catalog.to_regnamespace('fencing_citus') IS NULL THEN
-		CREATE SCHEMA fencing_citus;
-		REVOKE ALL ON SCHEMA fencing_citus FROM PUBLIC;
-	END IF;
-	IF pg_catalog.to_regclass('fencing_citus.floors') IS NULL THEN
-		CREATE TABLE fencing_citus.floors (id bigint PRIMARY KEY, token bigint NOT NULL);
-		PERFORM create_reference_table('fencing_citus.floors');
 	END IF;
 	EXECUTE format('CREATE TABLE %s (dist %s%s NOT NULL, key bytea NOT NULL, token bigint NOT NULL, '
 	               'deleted_at timestamptz NOT NULL, PRIMARY KEY (key, dist))',
@@ -464,9 +533,13 @@ BEGIN
 	                    THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END)
 	FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
 	WHERE a.attrelid = target AND a.attname = dist.col;
-	PERFORM create_distributed_table(marks, 'dist', colocate_with => target::text);
 	EXECUTE format('COMMENT ON TABLE %s IS %L', marks,
 	               format('deleted-key marks of %s, co-located with its shards', target));
+	-- The shards' guards write marks as the extension owner.
+	SELECT c.relowner::regrole INTO marks_owner_of_extension
+	FROM pg_class c WHERE c.oid = 'fencing.deleted_keys'::regclass;
+	EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s TO %s', marks, marks_owner_of_extension);
+	PERFORM create_distributed_table(marks, 'dist', colocate_with => target::text);
 	RETURN target::oid;
 END
 $$;
@@ -639,11 +712,21 @@ COMMENT ON VIEW fencing.protected_tables IS
 
 SELECT fencing.protect(relation, token_column, mode) FROM fencing.protected_tables;
 
--- The (system, timeline) pairs on which tokens were issued.  The first grant on
--- a pair not listed here - after a promotion, a point-in-time restore, a
--- restore into another cluster - sets tokens fencing.failover_margin ahead of
--- the server clock, and adds the pair.  Not dumped: a database restored from a
--- dump is a new history too, even in the same cluster.
+-- The history tokens were last issued on: a key of (system identifier,
+-- timeline).  The first grant on another one - after a promotion, a
+-- point-in-time restore, a restore from a dump - sets tokens
+-- fencing.failover_margin ahead of the server clock and sets this sequence.
+-- A sequence, because setting it is neither rolled back nor hidden from other
+-- sessions by an open transaction: one margin per history.  Not dumped: a
+-- database restored from a dump is a new history too, even in the same
+-- cluster.
+CREATE SEQUENCE fencing.token_history;
+REVOKE ALL ON SEQUENCE fencing.token_history FROM PUBLIC;
+COMMENT ON SEQUENCE fencing.token_history IS
+'internal: the (system, timeline) tokens were last issued on, as a key';
+
+-- The (system, timeline) pairs on which tokens were issued, with the first
+-- token of each, for people to read (the history sequence is what counts).
 CREATE TABLE fencing.token_timelines (
 	system_identifier bigint NOT NULL,
 	timeline integer NOT NULL,
@@ -682,7 +765,10 @@ BEGIN
 	FOR t IN SELECT p.relation, p.token_column
 	         FROM fencing.protected_tables p
 	         JOIN pg_catalog.pg_class c ON c.oid = p.relation
-	         WHERE c.relpersistence <> 't' LOOP
+	         WHERE c.relpersistence <> 't'
+	           AND EXISTS (SELECT FROM pg_catalog.pg_attribute a
+	                       WHERE a.attrelid = p.relation AND a.attname = p.token_column
+	                         AND NOT a.attisdropped) LOOP
 		EXECUTE pg_catalog.format('SELECT pg_catalog.max(%I) FROM %s', t.token_column, t.relation)
 		INTO m;
 		IF m > result OR result IS NULL THEN
@@ -698,6 +784,11 @@ BEGIN
 			result := m;
 		END IF;
 	END LOOP;
+	IF result > 9007199254740991 THEN
+		RAISE WARNING 'the highest stored token, %, is above 2^53 - 1', result
+			USING DETAIL = 'A table owner stored it; clients that read numbers as doubles (JavaScript, JSON) cannot use it exactly.',
+			      HINT = 'Find it with SELECT max(<token column>) on the protected tables before reseeding from it.';
+	END IF;
 	RETURN COALESCE(result, 0);
 END
 $$;

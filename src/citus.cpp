@@ -16,7 +16,11 @@ extern "C" {
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -33,13 +37,15 @@ namespace
 /* Where result_text() copies to: the caller's memory, not SPI's. */
 MemoryContext caller_context = nullptr;
 
-/* Runs a read-only metadata query as the current user; the caller reads the result and finishes. */
+/*
+ * Runs a read-only query of Citus' metadata as the extension owner (the
+ * caller may have no rights on fencing_citus); the caller reads the result
+ * and finishes.
+ */
 void run_metadata_query(const char *sql, int nargs, Oid *types, Datum *values)
 {
 	caller_context = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	int rc = SPI_execute_with_args(sql, nargs, types, values, nullptr, true, 0);
+	int rc = run_sql(sql, nargs, types, values, InvalidSnapshot, true, true);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "fencing: reading Citus metadata failed: %s", SPI_result_code_string(rc));
 }
@@ -75,6 +81,8 @@ PropagateSet propagate_set = nullptr;
 int64 sent_token = 0;
 
 ExecutorStart_hook_type previous_start = nullptr;
+ExecutorFinish_hook_type previous_finish = nullptr;
+ProcessUtility_hook_type previous_utility = nullptr;
 
 /* Hands the transaction's fencing.token to the workers if they do not have it yet. */
 void send_token()
@@ -101,28 +109,145 @@ void send_token()
 	sent_token = token;
 }
 
+/*
+ * The statements that write, with the token the workers had when each
+ * started: the workers keep that token for the whole statement, so a
+ * statement that changes fencing.token while it runs (set_config() in a
+ * CTE, a function's SET clause) must not finish.
+ */
+struct Started {
+	QueryDesc *query;
+	int64 token;
+	int level; /* transaction nesting level it started in */
+};
+FENCING_PLAIN_DATA(Started);
+constexpr int max_started = 32;
+Started started[max_started];
+int nstarted = 0;
+
+bool writes(const QueryDesc *query)
+{
+	return query->operation != CMD_SELECT ||
+	       (query->plannedstmt != nullptr && query->plannedstmt->hasModifyingCTE);
+}
+
 void start_with_token(QueryDesc *query, int eflags)
 {
-	guarded("ExecutorStart", [] { send_token(); });
+	guarded("ExecutorStart", [query] {
+		send_token();
+		if (citus_loaded() && writes(query) && nstarted < max_started)
+			started[nstarted++] = Started{query, sent_token, GetCurrentTransactionNestLevel()};
+	});
 	if (previous_start != nullptr)
 		previous_start(query, eflags);
 	else
 		standard_ExecutorStart(query, eflags);
 }
 
+void finish_with_token(QueryDesc *query)
+{
+	if (previous_finish != nullptr)
+		previous_finish(query);
+	else
+		standard_ExecutorFinish(query);
+	guarded("ExecutorFinish", [query] {
+		for (int i = nstarted - 1; i >= 0; i--) {
+			if (started[i].query != query)
+				continue;
+			int64 token = 0;
+			if (!session_token(&token))
+				token = 0;
+			int64 at_start = started[i].token;
+			started[i] = started[--nstarted];
+			if (token != at_start || sent_token != at_start)
+				ereport(ERROR,
+				        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				         errmsg("fencing.token changed while a statement that writes was running"),
+				         errdetail("On Citus the workers keep the token a statement started "
+				                   "with."),
+				         errhint("Set fencing.token before the statement, not in it.")));
+			return;
+		}
+	});
+}
+
+/*
+ * DROP TABLE of protected distributed tables drops their marks tables in
+ * the same command, as the same user: Citus wants co-located tables dropped
+ * by whoever holds their shards' connections in the transaction.  Returns
+ * the statement, or a copy with the marks tables added.
+ */
+PlannedStmt *with_marks_dropped(PlannedStmt *statement)
+{
+	auto *drop = reinterpret_cast<DropStmt *>(statement->utilityStmt);
+	if (drop->removeType != OBJECT_TABLE)
+		return statement;
+	Oid schema = get_namespace_oid("fencing_citus", true);
+	if (!OidIsValid(schema))
+		return statement;
+	List *marks = NIL;
+	ListCell *cell;
+	foreach (cell, drop->objects) {
+		RangeVar *table = makeRangeVarFromNameList(static_cast<List *>(lfirst(cell)));
+		Oid relid = RangeVarGetRelid(table, NoLock, true);
+		if (!OidIsValid(relid))
+			continue;
+		char *name = psprintf("marks_%u", relid);
+		if (OidIsValid(get_relname_relid(name, schema)))
+			marks = lappend(marks, list_make2(makeString(pstrdup("fencing_citus")), makeString(name)));
+	}
+	if (marks == NIL)
+		return statement;
+	PlannedStmt *copy = static_cast<PlannedStmt *>(copyObjectImpl(statement));
+	auto *copied = reinterpret_cast<DropStmt *>(copy->utilityStmt);
+	copied->objects = list_concat(copied->objects, marks);
+	return copy;
+}
+
+/*
+ * COPY runs no executor: hand the token over before it starts.  DROP TABLE:
+ * the marks tables too.
+ */
+void utility_with_token(PlannedStmt *statement, const char *text, bool read_only,
+                        ProcessUtilityContext context, ParamListInfo params,
+                        QueryEnvironment *env, DestReceiver *dest, QueryCompletion *completion)
+{
+	Node *parsed = statement->utilityStmt;
+	if (IsA(parsed, CopyStmt) && reinterpret_cast<CopyStmt *>(parsed)->is_from)
+		guarded("ProcessUtility", [] { send_token(); });
+	if (IsA(parsed, DropStmt) && citus_loaded())
+		statement = guarded("ProcessUtility", [statement] { return with_marks_dropped(statement); });
+	if (previous_utility != nullptr)
+		previous_utility(statement, text, read_only, context, params, env, dest, completion);
+	else
+		standard_ProcessUtility(statement, text, read_only, context, params, env, dest,
+		                        completion);
+}
+
 void forget_sent_token(XactEvent event, void *)
 {
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 	    event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
-	    event == XACT_EVENT_PREPARE)
+	    event == XACT_EVENT_PREPARE) {
 		sent_token = 0;
+		nstarted = 0;
+	}
 }
 
-/* A rolled-back subtransaction takes the workers' SET LOCAL with it: send again. */
+/*
+ * A subtransaction that ends either way leaves Citus with the SET LOCAL
+ * commands of the outer one for the connections it opens next (a released
+ * savepoint's are forgotten, a rolled-back one's undone): send again.
+ */
 void forget_sent_token_sub(SubXactEvent event, SubTransactionId, SubTransactionId, void *)
 {
-	if (event == SUBXACT_EVENT_ABORT_SUB)
+	if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB)
 		sent_token = -1;
+	/* Statements the subtransaction's error cut short finish nowhere: forget them. */
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		for (int i = nstarted - 1; i >= 0; i--)
+			if (started[i].level >= GetCurrentTransactionNestLevel())
+				started[i] = started[--nstarted];
 }
 
 } // namespace
@@ -183,14 +308,20 @@ CitusShard citus_shard(Relation shard, int64 id)
 		placement.floors = isnull ? InvalidOid : DatumGetObjectId(floors);
 	}
 	SPI_finish();
-	if (!found || !OidIsValid(placement.marks) || !OidIsValid(placement.floors) || column == nullptr)
-		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		                errmsg("the deleted-key marks of shard \"%s\" are not on this node",
-		                       RelationGetRelationName(shard)),
-		                errdetail("Looked for a shard of fencing_citus.marks_" INT64_FORMAT
-		                          " co-located with it, and for fencing_citus.floors.",
-		                          id),
-		                errhint("Protect the distributed table again with fencing.protect().")));
+	if (!found || !OidIsValid(placement.marks) || !OidIsValid(placement.floors) || column == nullptr) {
+		const char *qualified = nullptr, *name = RelationGetRelationName(shard);
+		(void)citus_logical_name(shard, &qualified, &name, nullptr);
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("the deleted-key marks of relation \"%s\" are not on this node", name),
+		         errdetail("fencing_citus.marks_" INT64_FORMAT " must stay co-located with the "
+		                   "table, and fencing_citus.floors must be a reference table.",
+		                   id),
+		         errhint("Move the marks table's shards to the table's shards' nodes and run "
+		                 "update_distributed_table_colocation('fencing_citus.marks_" INT64_FORMAT
+		                 "', colocate_with => '%s').",
+		                 id, qualified ? qualified : name)));
+	}
 	placement.dist_attnum = get_attnum(RelationGetRelid(shard), column);
 	if (placement.dist_attnum == InvalidAttrNumber)
 		elog(ERROR, "fencing: distribution column \"%s\" not found in shard \"%s\"", column,
@@ -199,7 +330,8 @@ CitusShard citus_shard(Relation shard, int64 id)
 	return placement;
 }
 
-bool citus_logical_name(Relation rel, const char **qualified, const char **name)
+bool citus_logical_name(Relation rel, const char **qualified, const char **name,
+                        bool *hash_distributed)
 {
 	int64 shard_id = shard_id_of(rel);
 	if (shard_id == 0 || !citus_loaded())
@@ -210,9 +342,10 @@ bool citus_logical_name(Relation rel, const char **qualified, const char **name)
 	run_metadata_query(
 	    "SELECT pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.'"
 	    "       OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname),"
-	    "       c.relname::pg_catalog.text"
+	    "       c.relname::pg_catalog.text, p.partmethod OPERATOR(pg_catalog.=) 'h'"
 	    " FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_class c ON c.oid = s.logicalrelid"
 	    " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+	    " JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = s.logicalrelid"
 	    " WHERE s.shardid = $1 AND c.relnamespace = $2"
 	    "  AND c.relname OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) $1 = $3",
 	    3, types, values);
@@ -220,6 +353,10 @@ bool citus_logical_name(Relation rel, const char **qualified, const char **name)
 	if (found) {
 		*qualified = result_text(1);
 		*name = result_text(2);
+		if (hash_distributed != nullptr) {
+			bool isnull;
+			*hash_distributed = DatumGetBool(result_value(0, 3, &isnull)) && !isnull;
+		}
 	}
 	SPI_finish();
 	return found;
@@ -231,14 +368,14 @@ void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash 
 	                                               get_rel_name(shard.marks));
 	Oid types[3] = {shard.dist_type, BYTEAOID, INT8OID};
 	Datum values[3] = {dist_value, key_hash_datum(key), Int64GetDatum(token)};
-	int rc = run_sql_as_owner(
+	int rc = run_sql(
 	    psprintf("INSERT INTO %s AS m (dist, key, token, deleted_at)"
 	             " VALUES ($1, $2, $3, pg_catalog.now())"
 	             " ON CONFLICT (key, dist) DO UPDATE"
 	             " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
 	             " WHERE fencing.token_accepts(m.token, EXCLUDED.token, false)",
 	             marks),
-	    3, types, values, InvalidSnapshot, false);
+	    3, types, values, InvalidSnapshot, false, true);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "fencing: raising a mark failed: %s", SPI_result_code_string(rc));
 	SPI_finish();
@@ -247,11 +384,11 @@ void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash 
 namespace
 {
 
-/* Runs a query for one bigint (a max) as the extension owner; false if it is NULL. */
+/* Runs a query for one bigint (a max); false if it is NULL. */
 bool max_token(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
-               int64 *result)
+               bool as_owner, int64 *result)
 {
-	int rc = run_sql_as_owner(sql, nargs, types, values, snapshot, true);
+	int rc = run_sql(sql, nargs, types, values, snapshot, true, as_owner);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "fencing: reading tokens failed: %s", SPI_result_code_string(rc));
 	bool isnull = true;
@@ -276,21 +413,37 @@ bool citus_find_high_water(const CitusShard &shard, const KeyHash &key, int64 *m
 	                          " UNION ALL"
 	                          " SELECT token FROM %s WHERE id OPERATOR(pg_catalog.=) $2) t",
 	                          marks, floors),
-	                 2, types, values, GetLatestSnapshot(), mark);
+	                 2, types, values, GetLatestSnapshot(), true, mark);
 }
 
 bool citus_find_high_water_anywhere(int64 id, const KeyHash &key, int64 *mark)
 {
-	Oid types[2] = {BYTEAOID, INT8OID};
-	Datum values[2] = {key_hash_datum(key), Int64GetDatum(id)};
-	return max_token(psprintf("SELECT pg_catalog.max(token) FROM ("
-	                          " SELECT token FROM fencing_citus.marks_" INT64_FORMAT
-	                          "  WHERE key OPERATOR(pg_catalog.=) $1"
-	                          " UNION ALL"
-	                          " SELECT token FROM fencing_citus.floors"
-	                          "  WHERE id OPERATOR(pg_catalog.=) $2) t",
-	                          id),
-	                 2, types, values, InvalidSnapshot, mark);
+	/*
+	 * Through Citus, so as the current user: Citus wants the table's shards
+	 * and the co-located marks read with the connections that wrote them.
+	 * A caller who may not read the marks table is told nothing of them.
+	 */
+	Oid marks = get_relname_relid(psprintf("marks_" INT64_FORMAT, id),
+	                              get_namespace_oid("fencing_citus", false));
+	if (!OidIsValid(marks) || pg_class_aclcheck(marks, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		return false;
+	Oid types[1] = {BYTEAOID};
+	Datum values[1] = {key_hash_datum(key)};
+	bool found = max_token(psprintf("SELECT pg_catalog.max(token) FROM fencing_citus.marks_" INT64_FORMAT
+	                                " WHERE key OPERATOR(pg_catalog.=) $1",
+	                                id),
+	                       1, types, values, InvalidSnapshot, false, mark);
+	/* The floor, read as the extension owner: nothing of this transaction's touches it. */
+	int64 floor = 0;
+	Oid floor_types[1] = {INT8OID};
+	Datum floor_values[1] = {Int64GetDatum(id)};
+	if (max_token("SELECT token FROM fencing_citus.floors WHERE id OPERATOR(pg_catalog.=) $1", 1,
+	              floor_types, floor_values, InvalidSnapshot, true, &floor) &&
+	    (!found || floor > *mark)) {
+		*mark = floor;
+		found = true;
+	}
+	return found;
 }
 
 int64 citus_highest_stored(Relation rel, AttrNumber token_attnum)
@@ -299,8 +452,9 @@ int64 citus_highest_stored(Relation rel, AttrNumber token_attnum)
 	                                               RelationGetRelationName(rel));
 	const char *column = quote_identifier(get_attname(RelationGetRelid(rel), token_attnum, false));
 	int64 highest = 0;
+	/* As the current user, with the connections that hold the table's lock. */
 	if (!max_token(psprintf("SELECT pg_catalog.max(%s) FROM %s", column, table), 0, nullptr,
-	               nullptr, InvalidSnapshot, &highest))
+	               nullptr, InvalidSnapshot, false, &highest))
 		highest = 0;
 	return highest;
 }
@@ -309,10 +463,10 @@ void citus_raise_floor(int64 id, int64 token)
 {
 	Oid types[2] = {INT8OID, INT8OID};
 	Datum values[2] = {Int64GetDatum(id), Int64GetDatum(token)};
-	int rc = run_sql_as_owner("INSERT INTO fencing_citus.floors AS f (id, token) VALUES ($1, $2)"
-	                          " ON CONFLICT (id) DO UPDATE SET token = EXCLUDED.token"
-	                          " WHERE fencing.token_accepts(f.token, EXCLUDED.token, false)",
-	                          2, types, values, InvalidSnapshot, false);
+	int rc = run_sql("INSERT INTO fencing_citus.floors AS f (id, token) VALUES ($1, $2)"
+	                 " ON CONFLICT (id) DO UPDATE SET token = EXCLUDED.token"
+	                 " WHERE fencing.token_accepts(f.token, EXCLUDED.token, false)",
+	                 2, types, values, InvalidSnapshot, false, true);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "fencing: raising a floor failed: %s", SPI_result_code_string(rc));
 	SPI_finish();
@@ -322,6 +476,10 @@ void install_citus_support()
 {
 	previous_start = ExecutorStart_hook;
 	ExecutorStart_hook = start_with_token;
+	previous_finish = ExecutorFinish_hook;
+	ExecutorFinish_hook = finish_with_token;
+	previous_utility = ProcessUtility_hook;
+	ProcessUtility_hook = utility_with_token;
 	RegisterXactCallback(forget_sent_token, nullptr);
 	RegisterSubXactCallback(forget_sent_token_sub, nullptr);
 }

@@ -44,10 +44,12 @@ FENCING_PLAIN_DATA(CitusShard);
 CitusShard citus_shard(Relation shard, int64 id);
 
 /*
- * The distributed table `rel` is a shard of, as "schema.table" and "table";
+ * The Citus table `rel` is a shard of, as "schema.table" and "table", and
+ * whether it is distributed by hash (if `hash_distributed` is not NULL);
  * false if `rel` is not a shard (or Citus is not loaded).
  */
-bool citus_logical_name(Relation rel, const char **qualified, const char **name);
+bool citus_logical_name(Relation rel, const char **qualified, const char **name,
+                        bool *hash_distributed);
 
 /* Records a deleted key's mark in the shard's marks shard; never lowers it. */
 void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash &key, int64 token);

@@ -26,17 +26,16 @@ static const char *detail_subject(Relation rel, const char *key)
 char *relation_display_name(Relation rel)
 {
 	const char *qualified, *name;
-	if (citus_logical_name(rel, &qualified, &name))
+	if (citus_logical_name(rel, &qualified, &name, nullptr))
 		return pstrdup(qualified);
 	return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 	                                  RelationGetRelationName(rel));
 }
 
-/* The name messages give a relation: a Citus shard's is its distributed table's. */
-static const char *relation_name(Relation rel)
+const char *relation_name(Relation rel)
 {
 	const char *qualified, *name;
-	if (citus_logical_name(rel, &qualified, &name))
+	if (citus_logical_name(rel, &qualified, &name, nullptr))
 		return name;
 	return RelationGetRelationName(rel);
 }

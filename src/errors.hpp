@@ -41,7 +41,10 @@ extern const char *const all_rows;
 [[noreturn]] void report_missing(Relation rel, const char *key, const char *operation,
                                  int64 stored);
 
-/* "schema.table" for messages. */
+/* "schema.table" for messages (a Citus shard's is its distributed table's). */
 char *relation_display_name(Relation rel);
+
+/* "table" for messages (a Citus shard's is its distributed table's). */
+const char *relation_name(Relation rel);
 
 } // namespace fencing

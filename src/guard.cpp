@@ -121,6 +121,19 @@ TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 		info->key = key_columns(pk);
 		index_close(pk, AccessShareLock);
 		info->counter = relation_counter(trigger->tg_relation);
+		/*
+		 * A Citus shard of a table protected before Citus distributed it:
+		 * its marks would stay behind when the shard moves.
+		 */
+		const char *qualified, *name;
+		bool hash = false;
+		if (fence.citus_id == 0 && citus_loaded() &&
+		    citus_logical_name(trigger->tg_relation, &qualified, &name, &hash) && hash)
+			ereport(ERROR,
+			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			         errmsg("relation \"%s\" was distributed by Citus after it was protected", name),
+			         errdetail("Its deleted-key marks would not move with its shards."),
+			         errhint("Run SELECT fencing.protect('%s') again.", qualified)));
 		fcinfo->flinfo->fn_extra = info;
 	}
 	return info;

@@ -94,21 +94,23 @@ Datum relid_array(const MarkScope &scope)
 
 } // namespace
 
-int run_sql_as_owner(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
-                     bool read_only)
+int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
+            bool read_only, bool as_owner)
 {
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "fencing: SPI_connect failed");
 	Oid save_user;
 	int save_context;
-	become_owner(&save_user, &save_context);
+	if (as_owner)
+		become_owner(&save_user, &save_context);
 	SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
 	if (plan == nullptr)
 		elog(ERROR, "fencing: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 	int rc = SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only,
 	                              !read_only, 0);
 	SPI_freeplan(plan);
-	SetUserIdAndSecContext(save_user, save_context);
+	if (as_owner)
+		SetUserIdAndSecContext(save_user, save_context);
 	return rc;
 }
 

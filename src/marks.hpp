@@ -46,12 +46,12 @@ void record_mark(const MarkScope &scope, const KeyHash &key, int64 token);
 void raise_floor(Oid relid, int64 token);
 
 /*
- * Runs `sql` once with SPI as the extension owner (row security not
- * forced), on `snapshot` (InvalidSnapshot: the usual one); a write fires its
- * AFTER triggers within.  Returns SPI's code; connects SPI, and the caller
- * reads the result and calls SPI_finish().
+ * Runs `sql` once with SPI, as the extension owner (row security not forced)
+ * if `as_owner`, else as the current user, on `snapshot` (InvalidSnapshot:
+ * the usual one); a write fires its AFTER triggers within.  Returns SPI's
+ * code; connects SPI, and the caller reads the result and calls SPI_finish().
  */
-int run_sql_as_owner(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
-                     bool read_only);
+int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
+            bool read_only, bool as_owner);
 
 } // namespace fencing

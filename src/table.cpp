@@ -2,6 +2,7 @@
  * Table settings and primary keys, read from the relcache and syscache only.
  */
 #include "table.hpp"
+#include "errors.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -45,7 +46,7 @@ static AttrNumber token_column(Relation rel, const char *name)
 	if (attnum == InvalidAttrNumber)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
 		                errmsg("column \"%s\" of relation \"%s\" does not exist", name,
-		                       RelationGetRelationName(rel)),
+		                       relation_name(rel)),
 		                errhint("Run fencing.protect() on the table, or add a bigint column "
 		                        "\"%s\".",
 		                        default_token_column)));
@@ -54,7 +55,7 @@ static AttrNumber token_column(Relation rel, const char *name)
 		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
 		                errmsg("fencing token column \"%s\" of relation \"%s\" must be of type "
 		                       "bigint",
-		                       name, RelationGetRelationName(rel))));
+		                       name, relation_name(rel))));
 	return attnum;
 }
 
@@ -66,7 +67,7 @@ void fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence)
 	    (trigger->tgnargs == 3 && (*end != '\0' || fence->citus_id <= 0)))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("trigger \"%s\" on relation \"%s\" has bad arguments",
-		                       trigger->tgname, RelationGetRelationName(rel)),
+		                       trigger->tgname, relation_name(rel)),
 		                errhint("Install the guard with fencing.protect().")));
 	fence->token_attnum = token_column(rel, trigger->tgargs[0]);
 	fence->is_protected = true;

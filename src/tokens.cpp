@@ -38,6 +38,8 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "common/hashfn.h"
+#include "lib/stringinfo.h"
 }
 
 namespace fencing
@@ -91,10 +93,23 @@ bool standbys_have(XLogRecPtr lsn)
 /* fencing.failover_margin, in milliseconds. */
 int failover_margin = 10000;
 
-/* The token granted in this transaction, for the warning at commit. */
-int64 granted_token = 0;
+/*
+ * The tokens granted in this transaction, for the warning at commit, each
+ * with the subtransaction level it was granted in (a rolled-back savepoint
+ * takes its grants with it).
+ */
+struct Grant {
+	int64 token;
+	int level;
+};
+FENCING_PLAIN_DATA(Grant);
+constexpr int max_grants_named = 8;
+Grant grants[max_grants_named];
+int ngrants = 0;       /* how many of grants[] are used */
+int64 grants_total = 0; /* grants of this transaction, also beyond grants[] */
 
-/* Tokens stay below 2^53, exact in a double (JavaScript, JSON): the clock is followed up to there. */
+/* Tokens stay below 2^53, exact in a double (JavaScript, JSON); the clock is followed up to near there. */
+constexpr int64 max_token = (int64{1} << 53) - 1;
 constexpr int64 max_clock_token = (int64{1} << 53) - (int64{1} << 40);
 
 /* Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01. */
@@ -120,41 +135,64 @@ int64 clock_floor(bool first_on_history)
 	return now - 1;
 }
 
-/* The (system, timeline) this backend knows tokens were issued on, if any. */
-uint64 known_system = 0;
-TimeLineID known_timeline = 0;
+/*
+ * The history tokens were last issued on: a key of (system identifier,
+ * timeline) kept in the sequence fencing.token_history.  A sequence, so that
+ * setting it is neither undone by a rollback nor hidden from other sessions
+ * by an open transaction: the first grant on a new history applies the
+ * margin, and every later grant, in any session, sees that it was applied.
+ * fencing.token_timelines keeps the readable record.
+ */
+int64 history_key()
+{
+	uint64 system = GetSystemIdentifier();
+	uint32 timeline = GetWALInsertionTimeLine();
+	char bytes[sizeof system + sizeof timeline];
+	memcpy(bytes, &system, sizeof system);
+	memcpy(bytes + sizeof system, &timeline, sizeof timeline);
+	/* A positive bigint, never 1 (the sequence's value before the first grant). */
+	uint64 hash = DatumGetUInt64(hash_any_extended(reinterpret_cast<unsigned char *>(bytes),
+	                                               sizeof bytes, 0));
+	return static_cast<int64>((hash >> 2) | 2);
+}
+
+/* The history this backend saw the history sequence (by its OID) hold, if any. */
+Oid known_history_sequence = InvalidOid;
+int64 known_history = 0;
 
 SPIPlanPtr history_plan = nullptr;
 SPIPlanPtr record_plan = nullptr;
 
-/* Has this server's (system, timeline) issued tokens before (a row in fencing.token_timelines)? */
-bool history_known()
+Oid history_sequence()
 {
-	uint64 system = GetSystemIdentifier();
-	TimeLineID timeline = GetWALInsertionTimeLine();
-	if (system == known_system && timeline == known_timeline)
+	Oid relid = get_relname_relid("token_history", get_namespace_oid("fencing", false));
+	if (!OidIsValid(relid))
+		elog(ERROR, "fencing: sequence fencing.token_history is missing");
+	return relid;
+}
+
+/* Does the history sequence hold this history?  Call with the sequence's exclusive lock. */
+bool history_current(Oid sequence, int64 key)
+{
+	if (sequence == known_history_sequence && key == known_history)
 		return true;
-	Oid types[2] = {INT8OID, INT4OID};
-	SPIPlanPtr plan = kept_plan(&history_plan,
-	                            "SELECT FROM fencing.token_timelines"
-	                            " WHERE system_identifier = $1 AND timeline = $2",
-	                            2, types);
-	Datum values[2] = {Int64GetDatum(static_cast<int64>(system)),
-	                   Int32GetDatum(static_cast<int32>(timeline))};
-	run_plan(plan, values, nullptr, false, SPI_OK_SELECT);
-	if (SPI_processed == 0)
-		return false;
-	known_system = system;
-	known_timeline = timeline;
-	return true;
+	SPIPlanPtr plan = kept_plan(&history_plan, "SELECT last_value FROM fencing.token_history", 0,
+	                            nullptr);
+	run_plan(plan, nullptr, nullptr, true, SPI_OK_SELECT);
+	bool isnull;
+	bool current = SPI_processed > 0 && DatumGetInt64(result_value(0, 1, &isnull)) == key;
+	if (current) {
+		known_history_sequence = sequence;
+		known_history = key;
+	}
+	return current;
 }
 
 /*
- * Records that this (system, timeline) issued tokens, the first being
- * `token`.  If the transaction rolls back, a later grant applies the margin
- * again, which only moves tokens further up.  While another transaction is
- * recording it (its row not yet committed), this one leaves it to that one
- * rather than wait for it: an INSERT would wait until that transaction ends.
+ * Records, for people to read, that this (system, timeline) issued tokens,
+ * the first being `token`.  Rolled back with its transaction (the history
+ * sequence is what counts).  While another transaction is recording it, this
+ * one leaves it to that one rather than wait for it.
  */
 void record_history(Oid sequence, int64 token)
 {
@@ -176,29 +214,39 @@ void record_history(Oid sequence, int64 token)
 }
 
 /*
- * After commit: if the commit's wait for the synchronous standbys was
+ * After commit or PREPARE: if its wait for the synchronous standbys was
  * canceled, PostgreSQL only warns, and the lease changes of this transaction
- * may be missing on a standby promoted later.  Say so, with the token.
+ * may be missing on a standby promoted later.  Say so, with the tokens.
  */
-void warn_unconfirmed_commit()
+void warn_unconfirmed(XLogRecPtr end, const char *what)
 {
-	if (standbys_have(XactLastCommitEnd))
+	if (standbys_have(end))
 		return;
-	if (granted_token > 0)
-		ereport(WARNING,
-		        (errmsg("the grant of token %lld may be lost if the server fails over",
-		                static_cast<long long>(granted_token)),
-		         errdetail("The commit was not confirmed by the synchronous standbys. The token "
-		                   "itself was, so it will never be issued again; but a standby promoted "
-		                   "now may grant the lease to another holder, with a higher token."),
-		         errhint("Writes fenced with this token stay safe: once a higher token is used, "
-		                 "they are refused.")));
-	else
+	if (grants_total == 0) {
 		ereport(WARNING,
 		        (errmsg("the lease changes of this transaction may be lost if the server fails "
 		                "over"),
-		         errdetail("The commit was not confirmed by the synchronous standbys.")));
+		         errdetail("The %s was not confirmed by the synchronous standbys.", what)));
+		return;
+	}
+	StringInfoData tokens;
+	initStringInfo(&tokens);
+	for (int i = 0; i < ngrants; i++)
+		appendStringInfo(&tokens, "%s" INT64_FORMAT, i > 0 ? ", " : "", grants[i].token);
+	if (grants_total > ngrants)
+		appendStringInfo(&tokens, " and " INT64_FORMAT " more", grants_total - ngrants);
+	ereport(WARNING,
+	        (errmsg("the grant of token %s may be lost if the server fails over", tokens.data),
+	         errdetail("The %s was not confirmed by the synchronous standbys. The tokens "
+	                   "themselves were, so they will never be issued again; but a standby "
+	                   "promoted now may grant the lease to another holder, with a higher token.",
+	                   what),
+	         errhint("Writes fenced with such a token stay safe: once a higher token is used, "
+	                 "they are refused.")));
 }
+
+/* Has this transaction written a commit record of its own (it has a transaction id)? */
+bool wrote = false;
 
 /* Set when this transaction used the lease manager: its commit must be durable. */
 bool durable_commit = false;
@@ -218,24 +266,56 @@ void enforce_durable_commit(XactEvent event, void *)
 				(void)set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
 				                        GUC_ACTION_LOCAL, true, 0, false);
 			ForceSyncCommit();
+			wrote = TransactionIdIsValid(GetTopTransactionIdIfAny());
 		}
 		break;
 	case XACT_EVENT_COMMIT:
-		if (durable_commit)
-			warn_unconfirmed_commit();
-		durable_commit = false;
-		granted_token = 0;
+		if (durable_commit && wrote)
+			warn_unconfirmed(XactLastCommitEnd, "commit");
 		break;
+	case XACT_EVENT_PREPARE:
+		if (durable_commit && wrote)
+			warn_unconfirmed(XactLastRecEnd, "PREPARE TRANSACTION");
+		break;
+	default:
+		break;
+	}
+	switch (event) {
+	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PREPARE:
 	case XACT_EVENT_PARALLEL_COMMIT:
 	case XACT_EVENT_PARALLEL_ABORT:
 		durable_commit = false;
-		granted_token = 0;
+		wrote = false;
+		ngrants = 0;
+		grants_total = 0;
 		break;
 	default:
 		break;
 	}
+}
+
+/* A rolled-back savepoint takes its grants with it. */
+void forget_aborted_grants(SubXactEvent event, SubTransactionId, SubTransactionId, void *)
+{
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	int level = GetCurrentTransactionNestLevel();
+	int kept = 0;
+	for (int i = 0; i < ngrants; i++)
+		if (grants[i].level < level)
+			grants[kept++] = grants[i];
+	grants_total -= ngrants - kept;
+	ngrants = kept;
+}
+
+/* Notes a grant of this transaction. */
+void note_grant(int64 token)
+{
+	if (ngrants < max_grants_named)
+		grants[ngrants++] = Grant{token, GetCurrentTransactionNestLevel()};
+	grants_total++;
 }
 
 /* Flushes `lsn` and waits for the synchronous standbys; errors if the wait was cut short. */
@@ -264,21 +344,34 @@ int64 issue_token(int64 floor)
 		                errmsg("cannot grant a lease during recovery"),
 		                errhint("Call fencing.acquire() on the primary.")));
 	Oid sequence = token_sequence();
-	bool first_on_history = !history_known();
-	int64 lower = std::max(floor, clock_floor(first_on_history));
+	Oid history = history_sequence();
+	int64 key = history_key();
 	LOCKTAG tag;
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, sequence, 0, lock_class);
 
 	/*
 	 * Grants share the sequence; setting it forward excludes them, so it
 	 * never moves back.  Faster than one grant per microsecond, the
-	 * sequence runs ahead of the clock and the share lock suffices.
+	 * sequence runs ahead of the clock and the share lock suffices.  The
+	 * first grant on a new history sets tokens the margin ahead of the
+	 * clock, and marks the history as seen, under the exclusive lock.
 	 */
-	(void)LockAcquire(&tag, ShareLock, false, false);
-	int64 token = nextval_internal(sequence, false);
-	LockRelease(&tag, ShareLock, false);
+	bool first_on_history = false;
+	int64 token = 0;
+	if (history == known_history_sequence && key == known_history) {
+		(void)LockAcquire(&tag, ShareLock, false, false);
+		token = nextval_internal(sequence, false);
+		LockRelease(&tag, ShareLock, false);
+	}
+	int64 lower = std::max(floor, clock_floor(false));
 	if (token <= lower) {
 		(void)LockAcquire(&tag, ExclusiveLock, false, false);
+		if (!history_current(history, key)) {
+			first_on_history = true;
+			lower = std::max(floor, clock_floor(true));
+			DirectFunctionCall3(setval3_oid, ObjectIdGetDatum(history), Int64GetDatum(key),
+			                    BoolGetDatum(true));
+		}
 		token = nextval_internal(sequence, false);
 		if (token <= lower) {
 			token = lower + 1;
@@ -287,8 +380,13 @@ int64 issue_token(int64 floor)
 		}
 		LockRelease(&tag, ExclusiveLock, false);
 	}
+	if (token > max_token)
+		ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+		                errmsg("the next fencing token would exceed 2^53 - 1"),
+		                errdetail("fencing.token_seq, or a resource's last token, was set that high."),
+		                errhint("Tokens stay below 2^53 so that every client reads them exactly.")));
 	make_durable(sequence_lsn(sequence));
-	granted_token = token;
+	note_grant(token);
 	if (first_on_history)
 		record_history(sequence, token);
 	return token;
@@ -309,6 +407,7 @@ void require_durable_commit()
 	static bool registered = false;
 	if (!registered) {
 		RegisterXactCallback(enforce_durable_commit, nullptr);
+		RegisterSubXactCallback(forget_aborted_grants, nullptr);
 		registered = true;
 	}
 	durable_commit = true;

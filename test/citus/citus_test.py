@@ -178,7 +178,7 @@ def bad_inputs():
                    " AND tgname LIKE 'fencing%%'") == 0, t
     q("DROP TABLE IF EXISTS nokey")
     q("CREATE TABLE nokey (id int, v text)")
-    q("SELECT create_distributed_table('nokey', 'id')")
+    q("SELECT create_distributed_table('nokey', 'id', colocate_with => 'none')")
     expect_error("55000", "SELECT fencing.protect('nokey')")
     # A local table on the coordinator, and a Citus local table, are guarded as on one server.
     q("DROP TABLE IF EXISTS loc, cl")
@@ -386,6 +386,93 @@ def unprotect_and_drop():
     for port in (W1, W2):
         assert one(f"SELECT count(*) FROM pg_class WHERE relname LIKE 'marks\\_{oid}%%'",
                    conn=connect(port=port)) == 0
+
+
+@test
+def table_owner_not_superuser():
+    """A table owner without superuser rights protects and uses its own distributed table."""
+    q("DROP TABLE IF EXISTS owned")
+    q("DROP ROLE IF EXISTS fencing_app, fencing_clerk")
+    q("CREATE ROLE fencing_app LOGIN")
+    q("CREATE ROLE fencing_clerk LOGIN")
+    q("GRANT USAGE ON SCHEMA fencing TO fencing_app, fencing_clerk")
+    q("GRANT CREATE ON SCHEMA public TO fencing_app")
+    app = psycopg.connect(user="fencing_app", autocommit=True)
+    q("CREATE TABLE owned (id int PRIMARY KEY, v text)", conn=app)
+    q("SELECT create_distributed_table('owned', 'id')", conn=app)
+    q("SELECT fencing.protect('owned')", conn=app)
+    q("GRANT SELECT, INSERT, UPDATE, DELETE ON owned TO fencing_clerk", conn=app)
+
+    def as_role(conn, token, *statements):
+        with conn.transaction():
+            conn.execute(f"SET LOCAL fencing.token = {token}")
+            for st in statements:
+                conn.execute(st)
+    as_role(app, 10, "INSERT INTO owned SELECT g, 'new' FROM generate_series(1, 10) g")
+    as_role(app, 20, "DELETE FROM owned WHERE id = 1")
+    clerk = psycopg.connect(user="fencing_clerk", autocommit=True)
+    for conn in (app, clerk):
+        try:
+            as_role(conn, 19, "INSERT INTO owned VALUES (1, 'zombie')")
+            raise AssertionError("stale re-insert accepted")
+        except psycopg.Error as e:
+            assert e.sqlstate == "23T01", e
+    as_role(clerk, 21, "UPDATE owned SET v = 'clerk' WHERE id = 2")
+    # fenced_update of the deleted key: the owner reads the marks (23T01); a
+    # role that may not is told nothing of them (P0002); the write is refused either way.
+    expect_error("23T01", "SELECT fencing.fenced_update('owned', '{\"id\": 1}', 19, '{}')", conn=app)
+    expect_error("P0002", "SELECT fencing.fenced_update('owned', '{\"id\": 1}', 19, '{}')", conn=clerk)
+    expect_error("42501", "SELECT * FROM fencing_citus.floors", conn=clerk)
+    owned_oid = one("SELECT 'owned'::regclass::oid")
+    expect_error("42501", f"SELECT * FROM fencing_citus.marks_{owned_oid}", conn=clerk)
+    as_role(app, 30, "TRUNCATE owned")
+    try:
+        as_role(app, 29, "INSERT INTO owned VALUES (50, 'stale')")
+        raise AssertionError("stale insert after TRUNCATE accepted")
+    except psycopg.Error as e:
+        assert e.sqlstate == "23T01", e
+    # Re-syncing a node's metadata rebuilds the table's shell there, triggers included.
+    q("SELECT stop_metadata_sync_to_node('127.0.0.1', %s)", (W1,))
+    q("SELECT start_metadata_sync_to_node('127.0.0.1', %s)", (W1,))
+    q("DROP TABLE owned", conn=app)
+    assert one("SELECT count(*) FROM pg_class WHERE relname LIKE 'marks\\_%%' AND relowner = 'fencing_app'::regrole") == 0
+    app.close()
+    clerk.close()
+    q("REVOKE ALL ON SCHEMA fencing FROM fencing_app, fencing_clerk")
+    q("REVOKE CREATE ON SCHEMA public FROM fencing_app")
+    q("DROP OWNED BY fencing_app, fencing_clerk")
+    q("DROP ROLE fencing_app, fencing_clerk")
+
+
+@test
+def distributed_after_protect():
+    """A table protected while local and then distributed (Citus must be told
+    to accept its triggers) takes no write until it is protected again: its
+    marks would not move with its shards."""
+    q("DROP TABLE IF EXISTS late")
+    q("CREATE TABLE late (id int PRIMARY KEY, v text)")
+    q("SELECT fencing.protect('late')")
+    in_tx(5, "INSERT INTO late VALUES (1, 'a')")
+    expect_error("XX000", "SELECT create_distributed_table('late', 'id')")  # Citus: it has triggers
+    with connect(autocommit=False) as c:
+        c.execute("SET LOCAL citus.enable_unsafe_triggers = on")
+        # Its rows reach the shards through the guard, which refuses them
+        # (Citus reports the shard's error as its own, XX000).
+        expect_error("XX000", "SELECT create_distributed_table('late', 'id')", conn=c,
+                     contains=['relation "late" was distributed by Citus after it was protected'])
+        c.rollback()
+    in_tx(6, "DELETE FROM late")
+    with connect(autocommit=False) as c:
+        c.execute("SET LOCAL citus.enable_unsafe_triggers = on")
+        c.execute("SELECT create_distributed_table('late', 'id')")
+        c.commit()
+    tx_error("55000", 7, "INSERT INTO late VALUES (1, 'b')", contains=['relation "late"'])
+    q("SELECT fencing.protect('late')")
+    in_tx(7, "INSERT INTO late VALUES (1, 'b')")
+    in_tx(8, "DELETE FROM late WHERE id = 1")
+    move(shard_of("late", 1))
+    tx_error("23T01", 7, "INSERT INTO late VALUES (1, 'zombie')")
+    q("DROP TABLE late")
 
 
 @test
