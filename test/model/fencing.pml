@@ -15,8 +15,16 @@
  *   (c) LOCK_ONLY             storage takes any write; the lease is all there is
  *   (e) NO_FLOOR              TRUNCATE leaves no floor
  *   (f) FENCE_UNLOCKED        fence() does not hold the resource lock to COMMIT
- *   (d) is RESET without STRICT.
+ *   (d) is RESET without STRICT (P4), or no STRICT checked for P6
+ *   ACQUIRE_ANY               lease service: acquire() ignores a live lease
+ *   BY_NAME                   lease service: renew()/release() check the
+ *                             holder, not the token
+ *   SAME_TOKEN                lease service: acquire() by the last holder
+ *                             gives it its last token again
  *
+ *   REUSE                     a restarted worker reuses its holder name while
+ *                             the old incarnation may still renew/release
+ *   NO_WRITES                 workers only acquire, renew and release
  *   NO_FENCE, NO_UNFENCED     leave out fenced writes / the tokenless client
  *   WITNESS                   stop at the first stale UPDATE refused
  *   WORKERS KEYS GRANTS       bounds; PROPS  bit set of checked properties
@@ -32,7 +40,11 @@
 #define GRANTS 3        /* lease grants in a run: bounds the tokens */
 #endif
 #ifndef PROPS
-#define PROPS 31        /* bit n-1 checks Pn; 31 = P1..P5 */
+#ifdef STRICT
+#define PROPS 511       /* bit n-1 checks Pn; 511 = P1..P9 */
+#else
+#define PROPS 479       /* P6 is strict mode's: all but P6 */
+#endif
 #endif
 #if KEYS > 3
 #error "any_write() picks one of at most 3 keys"
@@ -65,28 +77,70 @@ byte grants;            /* grants so far: the model's bound */
 bool reset_done;
 byte before_reset;      /* highest token issued before the reset */
 
-#define holds(me, t) (live && holder == (me) && ltoken == (t))
+/* Ghosts of the lease service's specification, for P7..P9, changed only by
+ * the events that may start or end a lease: a grant, its expiry, its release,
+ * a reset. vt[w] = token of w's live lease, 0 = none (holder names are 1..3);
+ * issued = last token granted since the last reset. */
+byte vt[4];
+byte issued;
+
+#define check(n, cond, why) \
+    if \
+    :: want(n) && !(cond) -> printf(why); assert(false) \
+    :: else -> skip \
+    fi
+
+/* renew(me, t) and release(me, t) find the live lease of (me, t) */
+#ifdef BY_NAME
+#define lease_is(me, t) (live && holder == (me))    /* the token is not checked */
+#else
+#define lease_is(me, t) (live && holder == (me) && ltoken == (t))
+#endif
+
+/* renew() or release() of (me, t) returned true */
+#define lease_true(me, t) \
+    check(8, vt[me] != 0 && vt[me] == (t), "P8 violated: renew() or release() returned true for a lease that is not the live one\n")
 
 /* acquire(): granted iff no live lease (none, released or expired); a new
  * token from the global counter. Blocks (retries) while someone holds it. */
 inline acquire(me)
 {
     d_step {
+#ifdef ACQUIRE_ANY
+        grants < GRANTS ->      /* a live lease is overwritten */
+#else
         !live && grants < GRANTS ->
-        counter++;
+#endif
+#ifdef SAME_TOKEN
+        if
+        :: holder == me && ltoken != 0 -> skip  /* "welcome back": its last token */
+        :: else -> counter++; ltoken = counter
+        fi;
+#else
+        counter++; ltoken = counter;
+#endif
         grants++;
-        holder = me; ltoken = counter; live = true;
-        tok = counter; grant = grants;
+        tok = ltoken; grant = grants;
         reissued = (reset_done && tok <= before_reset);
-        printf("%c acquires the lease: token %d\n", name(me), tok)
+        printf("%c acquires the lease: token %d\n", name(me), tok);
+        check(7, vt[1] == 0 && vt[2] == 0 && vt[3] == 0, "P7 violated: a lease granted while another is live\n");
+        check(9, tok > issued, "P9 violated: a grant's token is not above the previous grant's (no reset between)\n");
+        holder = me; live = true; vt[me] = tok; issued = tok
     }
+}
+
+/* release(me, t), true: the lease ends. Inside d_step or atomic. */
+inline release_true(me, t)
+{
+    lease_true(me, t);
+    live = false; vt[holder] = 0
 }
 
 active proctype clock()
 {
 end:
     do
-    :: d_step { live -> live = false;
+    :: d_step { live -> live = false; vt[holder] = 0;
                 printf("lease of %c (token %d) expires: its holder was paused past the TTL\n",
                        name(holder), ltoken) }
     od
@@ -100,6 +154,7 @@ active proctype redis_restart()
 end:
     d_step {
         before_reset = counter; counter = 0; live = false; reset_done = true;
+        vt[1] = 0; vt[2] = 0; vt[3] = 0; issued = 0;
         printf("lock manager restarts: counter reset (highest token issued was %d)\n", before_reset)
     }
 }
@@ -113,8 +168,8 @@ end:
  */
 mtype = { UPDATE, DELETE, INSERT, TRUNCATE };
 
-bool row[KEYS] = true;  /* the key has a row (the table starts populated... */
-byte s[KEYS];           /* ...with last_fencing_token 0, as protect() adds it) */
+bool row[KEYS] = true;  /* the key has a row: all but the last at the start... */
+byte s[KEYS];           /* ...with last_fencing_token 0, as protect() adds it */
 byte mark[KEYS];        /* deleted-key mark; 0 = none, tokens are >= 1 */
 byte floor;             /* truncate floor of the table */
 byte fmark;             /* fence(): the resource's high-water mark */
@@ -163,12 +218,6 @@ byte last[KEYS + 1];
 byte hw[KEYS + 1];
 byte lastg[KEYS + 1];
 
-#define check(n, cond, why) \
-    if \
-    :: want(n) && !(cond) -> printf(why); assert(false) \
-    :: else -> skip \
-    fi
-
 inline accepted(k, t, g, re)
 {
     check(1, t >= last[k], "P1 violated: this key's accepted tokens went down\n");
@@ -176,6 +225,7 @@ inline accepted(k, t, g, re)
     check(3, t != 0, "P3 violated: accepted a write without a token\n");
     check(4, !re || t > hw[k], "P4 violated: a reissued token passed where that number (or higher) was accepted before\n");
     check(5, g >= lastg[k], "P5 violated: a write of an older grant after one of a newer grant\n");
+    check(6, k == KEYS || t > hw[k], "P6 violated: strict mode accepted a token not above the key's high-water mark\n");
     last[k] = t; hw[k] = max(hw[k], t); lastg[k] = g
 }
 
@@ -305,27 +355,65 @@ inline fenced_write(who, t, g, re)
  *   B writes (accepted); A wakes and writes with 1 (refused)
  * (`run --trails` shows it accepted under LOCK_ONLY). A renew() that succeeds
  * changes nothing here: the lease can still expire right after it.
+ *
+ * REUSE: a worker that stops without releasing may have crashed, or been
+ * paused so long that it was restarted: the restarted worker acquires under
+ * the same holder name, and the old incarnation may still wake and call
+ * renew() or release() with its old token (`old`), once. Checked without
+ * writes (NO_WRITES): the storage never sees holder names, and all an old
+ * incarnation can do to the lease in the design is end it, which expiry
+ * already does at any moment.
  */
+inline old_incarnation(me, old)
+{
+    atomic {
+        old != 0 ->
+        if
+        :: lease_is(me, old) ->
+            printf("%c (old incarnation, token %d): renew() true\n", name(me), old);
+            lease_true(me, old)
+        :: lease_is(me, old) ->
+            printf("%c (old incarnation, token %d): release() true\n", name(me), old);
+            release_true(me, old)
+        :: else ->
+            printf("%c (old incarnation, token %d): renew() or release() false\n", name(me), old)
+        fi;
+        old = 0
+    }
+}
+
 proctype worker(byte me)
 {
-    byte tok, grant, k, i;
+    byte tok, grant, old, k, i;
     bool reissued, ok;
     mtype op;
 
     do
     :: acquire(me);
         do
+#ifndef NO_WRITES
         :: any_write(name(me), tok, grant, reissued)
 #ifndef NO_FENCE
         :: fenced_write(name(me), tok, grant, reissued)
 #endif
-        :: atomic { !holds(me, tok) ->      /* renew(me, tok) returned false */
+#endif
+        :: atomic { !lease_is(me, tok) ->   /* renew(me, tok) returned false */
                 printf("%c: renew() false, stops writing\n", name(me)); break }
-        :: atomic { holds(me, tok) -> live = false;     /* release() */
-                printf("%c releases the lease\n", name(me)); break }
-        :: break                            /* done (or crashed): the lease will expire */
+        :: atomic { lease_is(me, tok) ->    /* release(me, tok) */
+                printf("%c releases the lease\n", name(me));
+                release_true(me, tok); break }
+#ifdef REUSE
+        :: old_incarnation(me, old)
+        :: atomic { old = tok;  /* crashed, or done: the lease will expire */
+                printf("%c stops without release(); a restarted %c may acquire\n", name(me), name(me)); break }
+#else
+        :: break                /* crashed, or done: the lease will expire */
+#endif
         od;
         tok = 0; grant = 0; reissued = false
+#ifdef REUSE
+    :: old_incarnation(me, old)
+#endif
     :: grants == GRANTS -> break
     od
 }
@@ -346,6 +434,7 @@ init
 {
     byte n;
     atomic {
+        row[KEYS - 1] = false;  /* never inserted: a fresh key */
         for (n : 1 .. WORKERS) {
             run worker(WORKERS + 1 - n)     /* A last: pan tries it first, so trails start with A */
         }
