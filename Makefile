@@ -4,6 +4,7 @@ EXTENSION = fencing
 EXTVERSION = 0.2.0
 MODULE_big = fencing
 OBJS = \
+	src/compact.o \
 	src/citus.o \
 	src/settings.o \
 	src/merge.o \
@@ -29,7 +30,7 @@ OBJS = \
 DATA = sql/fencing--$(EXTVERSION).sql sql/fencing--0.1.0--0.2.0.sql
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
-REGRESS = setup token_scope split_brain guard modes inputs marks lending truncate fenced_update leases fence clock \
+REGRESS = setup token_scope split_brain guard modes inputs marks lending truncate fenced_update leases fence clock compact \
 	partitioned ddl security plan_cache nested stats
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 

@@ -810,7 +810,8 @@ BEGIN
 		SELECT pg_catalog.max(token) FROM fencing.deleted_keys
 		UNION ALL SELECT pg_catalog.max(token) FROM fencing.floors
 		UNION ALL SELECT pg_catalog.max(token) FROM fencing.fences
-		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resources) s(x);
+		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resources
+		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resource_floors) s(x);
 	FOR t IN SELECT p.relation, p.token_column
 	         FROM fencing.protected_tables p
 	         JOIN pg_catalog.pg_class c ON c.oid = p.relation
@@ -879,3 +880,63 @@ AS 'MODULE_PATHNAME', 'stats_reset'
 LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION fencing.stats_reset() IS 'zeroes the counters of fencing.stats for this database';
 REVOKE ALL ON FUNCTION fencing.stats_reset() FROM PUBLIC;
+
+-- Compaction: the state that only grows - a mark for every deleted key, a
+-- row for every resource ever acquired or fenced - bounded by floors.  Safe
+-- only when every token still in use is at or above the floor: tokens from
+-- one source that only goes up (fencing.acquire(), or one counter for all
+-- keys and resources), with the floor below every live holder's token; not
+-- with per-resource counters that start at 1.
+CREATE FUNCTION fencing.compact(target regclass, below bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'compact'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing.compact(regclass, bigint) IS
+'raises a protected table''s floor to below (no write may present a lower token) and removes the deleted-key marks under it; returns how many';
+
+CREATE TABLE fencing.resource_floors (
+	prefix text PRIMARY KEY,
+	token bigint NOT NULL CHECK (token > 0),
+	raised_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+SELECT pg_catalog.pg_extension_config_dump('fencing.resource_floors', '');
+REVOKE ALL ON fencing.resource_floors FROM PUBLIC;
+COMMENT ON TABLE fencing.resource_floors IS
+'floors of resources whose name starts with prefix: fence() refuses and acquire() issues no token below them';
+
+CREATE FUNCTION fencing.compact_resources(below bigint, prefix text DEFAULT '')
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	leases bigint;
+	fences bigint;
+BEGIN
+	IF below IS NULL OR prefix IS NULL THEN
+		RAISE EXCEPTION 'below and prefix must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF below <= 0 THEN
+		RAISE EXCEPTION 'below must be a positive token, got %', below
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	INSERT INTO fencing.resource_floors AS f (prefix, token)
+	VALUES (compact_resources.prefix, compact_resources.below)
+	ON CONFLICT ON CONSTRAINT resource_floors_pkey
+	DO UPDATE SET token = EXCLUDED.token, raised_at = now()
+	WHERE f.token < EXCLUDED.token;
+	-- Idle leases below the floor (a live one is someone's), and fences below it.
+	DELETE FROM fencing.resources r
+	WHERE starts_with(r.resource, compact_resources.prefix)
+	  AND coalesce(r.token, 0) < compact_resources.below
+	  AND NOT (NOT r.released AND r.expires_at > clock_timestamp());
+	GET DIAGNOSTICS leases = ROW_COUNT;
+	DELETE FROM fencing.fences f
+	WHERE starts_with(f.resource, compact_resources.prefix) AND f.token < compact_resources.below;
+	GET DIAGNOSTICS fences = ROW_COUNT;
+	RETURN leases + fences;
+END
+$$;
+REVOKE ALL ON FUNCTION fencing.compact_resources(bigint, text) FROM PUBLIC;
+COMMENT ON FUNCTION fencing.compact_resources(bigint, text) IS
+'raises the floor of resources named prefix...: removes their idle leases and fences below it; returns how many';

@@ -472,6 +472,22 @@ void citus_raise_floor(int64 id, int64 token)
 	SPI_finish();
 }
 
+int64 citus_remove_marks(int64 id, int64 below)
+{
+	/* As the current user, the table's owner: the marks table is theirs. */
+	Oid types[1] = {INT8OID};
+	Datum values[1] = {Int64GetDatum(below)};
+	int rc = run_sql(psprintf("DELETE FROM fencing_citus.marks_" INT64_FORMAT
+	                          " WHERE token OPERATOR(pg_catalog.<) $1",
+	                          id),
+	                 1, types, values, InvalidSnapshot, false, false);
+	if (rc != SPI_OK_DELETE)
+		elog(ERROR, "fencing: removing marks failed: %s", SPI_result_code_string(rc));
+	int64 removed = static_cast<int64>(SPI_processed);
+	SPI_finish();
+	return removed;
+}
+
 void install_citus_support()
 {
 	previous_start = ExecutorStart_hook;

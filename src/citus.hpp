@@ -66,6 +66,9 @@ int64 citus_highest_stored(Relation rel, AttrNumber token_attnum);
 /* Raises the floor of the table with marks id `id` on every node; never lowers it. */
 void citus_raise_floor(int64 id, int64 token);
 
+/* Removes the marks below `below` of the table with marks id `id`; returns how many. */
+int64 citus_remove_marks(int64 id, int64 below);
+
 /* Installs the hooks that hand fencing.token to the workers (from _PG_init). */
 void install_citus_support();
 

@@ -525,25 +525,33 @@ FENCING_FUNCTION(fenced_update)
 	parse_key(&call, key);
 	parse_changes(&call, PG_GETARG_JSONB_P(3));
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	FencedPlans local;
-	FencedPlans *volatile plans = plans_for(call, &local);
-	int64 stored = 0;
+	/* Below the table's floor (compact()), no row would take it: stale without trying. */
+	int64 floor = call.fence.is_protected && call.fence.citus_id == 0
+	                  ? floor_of(mark_scope(call.rel))
+	                  : 0;
+	int64 stored = floor;
 	volatile Outcome outcome = Outcome::skipped;
-	plans->users++;
-	PG_TRY();
-	{
-		/* A second attempt sees a row inserted after the first one's snapshot. */
-		for (int tries = 0; outcome == Outcome::skipped && tries < 2; tries++)
-			outcome = attempt(call, *plans, &stored);
+	if (!token_accepts(call.fence.mode, floor, call.token)) {
+		outcome = Outcome::stale;
+	} else {
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "fencing: SPI_connect failed");
+		FencedPlans local;
+		FencedPlans *volatile plans = plans_for(call, &local);
+		plans->users++;
+		PG_TRY();
+		{
+			/* A second attempt sees a row inserted after the first one's snapshot. */
+			for (int tries = 0; outcome == Outcome::skipped && tries < 2; tries++)
+				outcome = attempt(call, *plans, &stored);
+		}
+		PG_FINALLY();
+		{
+			plans->users--;
+		}
+		PG_END_TRY();
+		SPI_finish();
 	}
-	PG_FINALLY();
-	{
-		plans->users--;
-	}
-	PG_END_TRY();
-	SPI_finish();
 
 	if (outcome == Outcome::stale && !call.skip_stale)
 		report_stale(call.rel, describe_call_key(call), call.fence.mode, call.token, stored);

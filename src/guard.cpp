@@ -37,6 +37,8 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
+#include <algorithm>
+
 using namespace fencing;
 
 namespace
@@ -80,6 +82,8 @@ struct TableInfo {
 	MarkScope scope;       /* where marks of this relation's keys live */
 	bool citus_known;
 	CitusShard citus;      /* a Citus shard's: its marks shard and floors */
+	bool floor_known;
+	int64 floor;           /* no write presents a token below it (compact(), TRUNCATE) */
 	PendingCount *counter; /* its accepted writes, for fencing.stats */
 	Lend *lend;
 };
@@ -199,6 +203,19 @@ const MarkScope &scope_of(const Write &w)
 	return w.info->scope;
 }
 
+/*
+ * The stored token a write must follow: the row's, or the table's floor if
+ * that is higher (compact() raised it over rows it left in place).
+ */
+int64 bar(const Write &w, int64 stored)
+{
+	if (!w.info->floor_known) {
+		w.info->floor = w.fence->citus_id == 0 ? floor_of(scope_of(w)) : 0;
+		w.info->floor_known = true;
+	}
+	return std::max(stored, w.info->floor);
+}
+
 /* Where this Citus shard's marks live: worked out once per statement. */
 const CitusShard &citus_of(const Write &w)
 {
@@ -274,7 +291,7 @@ Datum guard_update(const Write &w, const Lend *taken)
 {
 	HeapTuple old_row = w.trigger->tg_trigtuple;
 	HeapTuple new_row = w.trigger->tg_newtuple;
-	int64 stored = stored_token(w.rel, old_row, w.fence->token_attnum);
+	int64 stored = bar(w, stored_token(w.rel, old_row, w.fence->token_attnum));
 	bool assigned = bms_is_member(w.fence->token_attnum - FirstLowInvalidHeapAttributeNumber,
 	                              w.trigger->tg_updatedcols);
 	int64 presented;
@@ -301,7 +318,7 @@ Datum guard_update(const Write &w, const Lend *taken)
 Datum guard_delete(const Write &w, const Lend *taken)
 {
 	HeapTuple row = w.trigger->tg_trigtuple;
-	int64 stored = stored_token(w.rel, row, w.fence->token_attnum);
+	int64 stored = bar(w, stored_token(w.rel, row, w.fence->token_attnum));
 	int64 presented;
 	if (taken != nullptr && !taken->from_insert &&
 	    ItemPointerEquals(const_cast<ItemPointer>(&taken->row), &row->t_self))

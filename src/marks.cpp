@@ -12,6 +12,9 @@ extern "C" {
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "catalog/pg_inherits.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -26,6 +29,34 @@ namespace
 SPIPlanPtr high_water_plan = nullptr;
 SPIPlanPtr record_plan = nullptr;
 SPIPlanPtr floor_plan = nullptr;
+SPIPlanPtr scope_floor_plan = nullptr;
+
+/*
+ * The floors this backend read, by relation: the highest floor over the
+ * relation's scope.  A floor is raised only by TRUNCATE and compact(), which
+ * invalidate the relcache entries of the relations it covers; an entry goes
+ * with its relation's invalidation (and all of them with a full one).
+ */
+struct FloorEntry {
+	Oid relid; /* hash key */
+	int64 floor;
+};
+FENCING_PLAIN_DATA(FloorEntry);
+HTAB *floor_cache = nullptr;
+
+void forget_floor(Datum, Oid relid)
+{
+	if (floor_cache == nullptr)
+		return;
+	if (!OidIsValid(relid)) {
+		HASH_SEQ_STATUS scan;
+		hash_seq_init(&scan, floor_cache);
+		while (auto *entry = static_cast<FloorEntry *>(hash_seq_search(&scan)))
+			(void)hash_search(floor_cache, &entry->relid, HASH_REMOVE, nullptr);
+		return;
+	}
+	(void)hash_search(floor_cache, &relid, HASH_REMOVE, nullptr);
+}
 
 /* The owner of fencing.deleted_keys: the rights the marks are read and written with. */
 Oid marks_owner()
@@ -162,6 +193,40 @@ void record_mark(const MarkScope &scope, const KeyHash &key, int64 token)
 	               3, types, values);
 }
 
+int64 floor_of(const MarkScope &scope)
+{
+	if (floor_cache == nullptr) {
+		HASHCTL control{};
+		control.keysize = sizeof(Oid);
+		control.entrysize = sizeof(FloorEntry);
+		floor_cache = hash_create("fencing floors", 64, &control, HASH_ELEM | HASH_BLOBS);
+		CacheRegisterRelcacheCallback(forget_floor, 0);
+	}
+	bool found;
+	auto *entry = static_cast<FloorEntry *>(hash_search(floor_cache, &scope.relids[0], HASH_FIND, &found));
+	if (found)
+		return entry->floor;
+	Oid types[1] = {REGCLASSARRAYOID};
+	Datum values[1] = {relid_array(scope)};
+	int rc = run_as_owner(&scope_floor_plan,
+	                      "SELECT pg_catalog.max(token) FROM fencing.floors"
+	                      " WHERE relid OPERATOR(pg_catalog.=) ANY ($1)",
+	                      1, types, values, GetLatestSnapshot(), true);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: reading floors failed: %s", SPI_result_code_string(rc));
+	bool isnull = true;
+	int64 floor = 0;
+	if (SPI_processed > 0)
+		floor = DatumGetInt64(result_value(0, 1, &isnull));
+	SPI_finish();
+	if (isnull)
+		floor = 0;
+	/* The hash table may have been reset meanwhile: look the slot up again. */
+	entry = static_cast<FloorEntry *>(hash_search(floor_cache, &scope.relids[0], HASH_ENTER, &found));
+	entry->floor = floor;
+	return floor;
+}
+
 void raise_floor(Oid relid, int64 token)
 {
 	Oid types[2] = {REGCLASSOID, INT8OID};
@@ -172,6 +237,10 @@ void raise_floor(Oid relid, int64 token)
 	               " SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
 	               " WHERE fencing.token_accepts(floors.token, EXCLUDED.token, false)",
 	               2, types, values);
+	/* Every backend's cached floor of the relation and of the relations below it. */
+	ListCell *cell;
+	foreach (cell, find_all_inheritors(relid, NoLock, nullptr))
+		CacheInvalidateRelcacheByRelid(lfirst_oid(cell));
 }
 
 } // namespace fencing

@@ -42,8 +42,17 @@ bool find_high_water(const MarkScope &scope, const KeyHash &key, int64 *mark);
 /* Records that the key was deleted under `token`; a mark never goes down. */
 void record_mark(const MarkScope &scope, const KeyHash &key, int64 token);
 
-/* Records that `relid` was truncated under `token`; a floor never goes down. */
+/*
+ * Records that `relid` (and the relations below it) may take no token below
+ * `token` (TRUNCATE, compact()); a floor never goes down.
+ */
 void raise_floor(Oid relid, int64 token);
+
+/*
+ * The highest floor over the scope (0 if none): no write may present a
+ * token below it.  Cached per backend; raise_floor() invalidates.
+ */
+int64 floor_of(const MarkScope &scope);
 
 /*
  * Runs `sql` once with SPI, as the extension owner (row security not forced)

@@ -6,6 +6,8 @@
 #include "resources.hpp"
 #include "spi.hpp"
 
+#include <algorithm>
+
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
@@ -26,16 +28,30 @@ struct RowLock {
 };
 FENCING_PLAIN_DATA(RowLock);
 
-RowLock lease_row = {"SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token"
-                     " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
+/* The resource's floor (fencing.compact_resources()), as the last column. */
+#define RESOURCE_FLOOR                                                                             \
+	"(SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"                           \
+	" WHERE pg_catalog.starts_with($1, f.prefix))"
+
+RowLock lease_row = {"SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token, "
+                     RESOURCE_FLOOR " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
                      "INSERT INTO fencing.resources (resource) VALUES ($1)"
                      " ON CONFLICT (resource) DO NOTHING",
                      nullptr, nullptr};
 
-RowLock fence_row = {"SELECT token FROM fencing.fences WHERE resource = $1 FOR UPDATE",
+RowLock fence_row = {"SELECT token, " RESOURCE_FLOOR
+                     " FROM fencing.fences WHERE resource = $1 FOR UPDATE",
                      "INSERT INTO fencing.fences (resource, token) VALUES ($1, 1)"
                      " ON CONFLICT (resource) DO NOTHING",
                      nullptr, nullptr};
+
+/* A nullable bigint column of the locked row, 0 for NULL. */
+int64 column_or_zero(int column)
+{
+	bool isnull;
+	Datum value = result_value(0, column, &isnull);
+	return isnull ? 0 : DatumGetInt64(value);
+}
 
 /* Locks the row, creating it first if there is none; the result is in SPI_tuptable. */
 void lock_row(RowLock *row, const char *resource, bool *created)
@@ -68,8 +84,7 @@ Lease lock_lease(const char *resource)
 	Lease lease;
 	Datum live = result_value(0, 1, &isnull);
 	lease.live = !isnull && DatumGetBool(live);
-	Datum token = result_value(0, 2, &isnull);
-	lease.token = isnull ? 0 : DatumGetInt64(token);
+	lease.token = std::max(column_or_zero(2), column_or_zero(3));
 	return lease;
 }
 
@@ -77,9 +92,8 @@ int64 lock_fence(const char *resource)
 {
 	bool created;
 	lock_row(&fence_row, resource, &created);
-	bool isnull;
 	/* A row created just now holds the placeholder 1: no fence was accepted yet. */
-	return created ? 0 : DatumGetInt64(result_value(0, 1, &isnull));
+	return std::max(created ? 0 : column_or_zero(1), column_or_zero(2));
 }
 
 } // namespace fencing

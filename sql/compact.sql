@@ -1,0 +1,132 @@
+-- fencing.compact() and fencing.compact_resources(): floors that bound the
+-- state that only grows, without letting a stale holder through.
+
+CREATE TABLE jobs (id int PRIMARY KEY, state text);
+SELECT fencing.protect('jobs');
+-- 100 keys written and deleted, each under its own token 101..200; key 0 stays.
+INSERT INTO jobs SELECT g, 'queued', 100 + g FROM generate_series(0, 100) g;
+DO $$
+BEGIN
+	FOR k IN 1..100 LOOP
+		PERFORM set_config('fencing.token', (100 + k)::text, true);
+		DELETE FROM jobs WHERE id = k;
+	END LOOP;
+END
+$$;
+SELECT count(*) AS marks, min(token), max(token) FROM fencing.deleted_keys WHERE relid = 'jobs'::regclass;
+
+-- Compacting below 151 removes the 50 marks under it and raises the floor.
+SELECT fencing.compact('jobs', 151) AS removed;
+SELECT count(*) AS marks, min(token) FROM fencing.deleted_keys WHERE relid = 'jobs'::regclass;
+SELECT token AS floor FROM fencing.floors WHERE relid = 'jobs'::regclass;
+
+-- A stale holder is still refused: a key whose mark was removed (deleted
+-- under 110) is refused below the floor, a key whose mark stays by its mark,
+-- a key never seen below the floor.
+INSERT INTO jobs VALUES (10, 'zombie', 140);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO jobs VALUES (60, 'zombie', 159);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO jobs VALUES (1000, 'never seen', 150);
+\echo :LAST_ERROR_SQLSTATE
+-- ... and so is any write below the floor, also to a row that holds less.
+UPDATE jobs SET state = 'late', last_fencing_token = 120 WHERE id = 0;
+\echo :LAST_ERROR_SQLSTATE
+BEGIN;
+SET LOCAL fencing.token = 150;
+DELETE FROM jobs WHERE id = 0;
+ROLLBACK;
+SELECT fencing.fenced_update('jobs', '{"id": 0}', 150, '{"state": "late"}', 'skip') AS applied;
+SELECT fencing.fenced_update('jobs', '{"id": 10}', 150, '{"state": "late"}', 'skip') AS deleted_key_applied;
+-- At and above the floor, writes go on.
+INSERT INTO jobs VALUES (10, 'requeued', 151);
+SELECT fencing.fenced_update('jobs', '{"id": 0}', 151, '{"state": "moved"}') AS applied;
+SELECT id, state, last_fencing_token FROM jobs WHERE id IN (0, 10) ORDER BY id;
+
+-- Another session sees the raised floor at once (the cache is invalidated).
+\c
+UPDATE jobs SET state = 'x', last_fencing_token = 150 WHERE id = 0;
+\echo :LAST_ERROR_SQLSTATE
+-- A floor never goes down; compacting again below it removes nothing more.
+SELECT fencing.compact('jobs', 120) AS removed;
+SELECT token AS floor FROM fencing.floors WHERE relid = 'jobs'::regclass;
+-- In strict mode an equal token is refused, as for marks.
+CREATE TABLE strict_jobs (id int PRIMARY KEY);
+SELECT fencing.protect('strict_jobs', mode => 'strict');
+INSERT INTO strict_jobs VALUES (1, 10);
+SELECT fencing.compact('strict_jobs', 20);
+INSERT INTO strict_jobs VALUES (2, 20);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO strict_jobs VALUES (2, 21);
+
+-- Partitioned tables: the floor of the table covers every partition; a
+-- partition alone is not compacted.
+CREATE TABLE parts (region text, id int, PRIMARY KEY (region, id)) PARTITION BY LIST (region);
+CREATE TABLE parts_eu PARTITION OF parts FOR VALUES IN ('eu');
+SELECT fencing.protect('parts');
+INSERT INTO parts VALUES ('eu', 1, 10);
+BEGIN;
+SET LOCAL fencing.token = 11;
+DELETE FROM parts WHERE id = 1;
+COMMIT;
+SELECT fencing.compact('parts_eu', 50);
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.compact('parts', 50) AS removed;
+SELECT count(*) AS marks_left FROM fencing.deleted_keys WHERE relid IN ('parts'::regclass, 'parts_eu'::regclass);
+INSERT INTO parts VALUES ('eu', 1, 49);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO parts_eu VALUES ('eu', 2, 49);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO parts VALUES ('eu', 1, 50);
+
+-- Bad input changes nothing.
+SELECT fencing.compact(NULL, 10);
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.compact('jobs', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.compact('jobs', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.compact(0, 10);
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE plain (id int PRIMARY KEY);
+SELECT fencing.compact('plain', 10);
+\echo :LAST_ERROR_SQLSTATE
+-- Only the table's owner compacts it.
+CREATE ROLE regress_fencing_compactor;
+GRANT USAGE ON SCHEMA fencing TO regress_fencing_compactor;
+GRANT ALL ON jobs TO regress_fencing_compactor;
+SET ROLE regress_fencing_compactor;
+SELECT fencing.compact('jobs', 500);
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.compact_resources(500);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT token AS floor_unchanged FROM fencing.floors WHERE relid = 'jobs'::regclass;
+
+-- Resources: idle leases and fences below the floor go; live leases stay;
+-- fence() refuses, and acquire() issues no token, below the floor.
+SELECT fencing.fence('batch:1', 100), fencing.fence('batch:2', 300), fencing.fence('other:1', 100);
+SELECT fencing.acquire('batch:idle', 'a', '1 ms') IS NOT NULL AS granted;
+SELECT pg_sleep(0.01);
+SELECT fencing.acquire('batch:live', 'a', '1 hour') AS live_token \gset
+SELECT fencing.compact_resources(200, 'batch:');
+SELECT resource FROM fencing.fences WHERE resource LIKE 'batch:%' OR resource LIKE 'other:%' ORDER BY 1;
+SELECT resource FROM fencing.resources WHERE resource LIKE 'batch:%' ORDER BY 1;
+SELECT fencing.fence('batch:1', 150);
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.fence('batch:1', 200) AS previous_mark_is_the_floor;
+SELECT fencing.fence('other:1', 150) AS other_prefix_untouched;
+SELECT fencing.compact_resources(:live_token + 1000000000, 'batch:');
+SELECT fencing.acquire('batch:idle', 'b', '1 hour') > :live_token + 1000000000 AS above_the_floor;
+SELECT fencing.compact_resources(0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.compact_resources(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT prefix FROM fencing.resource_floors ORDER BY 1;
+
+DELETE FROM fencing.resource_floors;
+DELETE FROM fencing.resources WHERE resource LIKE 'batch:%' OR resource LIKE 'other:%';
+DELETE FROM fencing.fences WHERE resource LIKE 'batch:%' OR resource LIKE 'other:%';
+DROP TABLE jobs, strict_jobs, parts, plain;
+REVOKE ALL ON SCHEMA fencing FROM regress_fencing_compactor;
+DROP ROLE regress_fencing_compactor;

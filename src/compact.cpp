@@ -1,0 +1,87 @@
+/*
+ * fencing.compact(table, below): bounds the state that only grows.  Raises
+ * the table's floor to `below` - from then on no write to the table may
+ * present a token below it - and removes the deleted-key marks below it,
+ * which the floor now speaks for.
+ */
+#include "arguments.hpp"
+#include "citus.hpp"
+#include "marks.hpp"
+#include "spi.hpp"
+#include "table.hpp"
+
+extern "C" {
+#include "access/relation.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+}
+
+using namespace fencing;
+
+/* compact(target regclass, below bigint) RETURNS bigint: the number of marks removed. */
+FENCING_FUNCTION(compact)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
+	Oid relid = PG_GETARG_OID(0);
+	int64 below = require_token(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "below");
+	/*
+	 * Writes wait while the floor goes up and the marks go: a write that
+	 * checked the old floor cannot commit after the marks it relied on are
+	 * gone.
+	 */
+	Relation rel = try_relation_open(relid, ShareRowExclusiveLock);
+	if (rel == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+		                errmsg("relation with OID %u does not exist", relid)));
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
+		               RelationGetRelationName(rel));
+	TableFence fence;
+	if (!find_guard(rel, &fence))
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("relation \"%s\" is not protected", RelationGetRelationName(rel)),
+		                errhint("fencing.compact() raises the floor of a protected table.")));
+	for (int i = 0; rel->trigdesc != nullptr && i < rel->trigdesc->numtriggers; i++)
+		if (rel->trigdesc->triggers[i].tgisclone &&
+		    strcmp(rel->trigdesc->triggers[i].tgname, guard_trigger_name) == 0)
+			ereport(ERROR,
+			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			         errmsg("relation \"%s\" is a partition of a protected table",
+			                RelationGetRelationName(rel)),
+			         errhint("Compact the protected table: its marks and floor cover its partitions.")));
+	int64 removed = 0;
+	if (fence.citus_id != 0) {
+		citus_raise_floor(fence.citus_id, below);
+		removed = citus_remove_marks(fence.citus_id, below);
+	} else {
+		List *tree = find_all_inheritors(relid, ShareRowExclusiveLock, nullptr);
+		raise_floor(relid, below);
+		Datum *relids = static_cast<Datum *>(palloc(sizeof(Datum) * list_length(tree)));
+		int n = 0;
+		ListCell *cell;
+		foreach (cell, tree)
+			relids[n++] = ObjectIdGetDatum(lfirst_oid(cell));
+		Oid types[2] = {REGCLASSARRAYOID, INT8OID};
+		Datum values[2] = {
+		    PointerGetDatum(construct_array(relids, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT)),
+		    Int64GetDatum(below)};
+		int rc = run_sql("DELETE FROM fencing.deleted_keys"
+		                 " WHERE relid OPERATOR(pg_catalog.=) ANY ($1)"
+		                 " AND token OPERATOR(pg_catalog.<) $2",
+		                 2, types, values, InvalidSnapshot, false, true);
+		if (rc != SPI_OK_DELETE)
+			elog(ERROR, "fencing: removing marks failed: %s", SPI_result_code_string(rc));
+		removed = static_cast<int64>(SPI_processed);
+		SPI_finish();
+	}
+	relation_close(rel, NoLock);
+	PG_RETURN_INT64(removed);
+}
