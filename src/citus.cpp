@@ -5,11 +5,13 @@
  * loaded and a table was protected as a distributed table.
  */
 #include "citus.hpp"
+#include "table.hpp"
 #include "marks.hpp"
 #include "settings.hpp"
 #include "spi.hpp"
 
 extern "C" {
+#include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -172,29 +174,99 @@ void finish_with_token(QueryDesc *query)
 }
 
 /*
+ * The marks table of relation `relid` if it is a protected distributed table
+ * of this coordinator (its guard's third argument is its own OID), else
+ * InvalidOid.  On a worker a shard or a shell can have the OID a
+ * coordinator's table has: those are never a marks table's.
+ */
+Oid marks_of(Oid relid, Oid marks_schema)
+{
+	Oid marks = get_relname_relid(psprintf("marks_%u", relid), marks_schema);
+	if (!OidIsValid(marks) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		return InvalidOid;
+	Relation rel = relation_open(relid, AccessShareLock);
+	TableFence fence;
+	bool protected_here = find_guard(rel, &fence) && fence.citus_id == static_cast<int64>(relid);
+	relation_close(rel, AccessShareLock);
+	return protected_here ? marks : InvalidOid;
+}
+
+/* Is this node Citus' coordinator, and is this not one of Citus' own connections? */
+bool on_coordinator()
+{
+	const char *application = GetConfigOption("application_name", false, false);
+	if (application != nullptr && strncmp(application, "citus_internal", 14) == 0)
+		return false;
+	run_metadata_query("SELECT pg_catalog.citus_is_coordinator()", 0, nullptr, nullptr);
+	bool isnull = true;
+	bool coordinator = SPI_processed > 0 && DatumGetBool(result_value(0, 1, &isnull)) && !isnull;
+	SPI_finish();
+	return coordinator;
+}
+
+/*
  * DROP TABLE of protected distributed tables drops their marks tables in
  * the same command, as the same user: Citus wants co-located tables dropped
  * by whoever holds their shards' connections in the transaction.  Returns
- * the statement, or a copy with the marks tables added.
+ * the statement, or a copy with the marks tables added.  DROP SCHEMA drops
+ * the marks tables of the protected tables in it first (if the user may).
  */
 PlannedStmt *with_marks_dropped(PlannedStmt *statement)
 {
 	auto *drop = reinterpret_cast<DropStmt *>(statement->utilityStmt);
-	if (drop->removeType != OBJECT_TABLE)
+	if (drop->removeType != OBJECT_TABLE && drop->removeType != OBJECT_SCHEMA)
 		return statement;
 	Oid schema = get_namespace_oid("fencing_citus", true);
-	if (!OidIsValid(schema))
+	if (!OidIsValid(schema) || !on_coordinator())
 		return statement;
 	List *marks = NIL;
 	ListCell *cell;
-	foreach (cell, drop->objects) {
-		RangeVar *table = makeRangeVarFromNameList(static_cast<List *>(lfirst(cell)));
-		Oid relid = RangeVarGetRelid(table, NoLock, true);
-		if (!OidIsValid(relid))
-			continue;
-		char *name = psprintf("marks_%u", relid);
-		if (OidIsValid(get_relname_relid(name, schema)))
-			marks = lappend(marks, list_make2(makeString(pstrdup("fencing_citus")), makeString(name)));
+	if (drop->removeType == OBJECT_TABLE) {
+		foreach (cell, drop->objects) {
+			RangeVar *table = makeRangeVarFromNameList(static_cast<List *>(lfirst(cell)));
+			Oid marks_table = marks_of(RangeVarGetRelid(table, NoLock, true), schema);
+			if (OidIsValid(marks_table))
+				marks = lappend(marks, list_make2(makeString(pstrdup("fencing_citus")),
+				                                  makeString(get_rel_name(marks_table))));
+		}
+	} else {
+		foreach (cell, drop->objects) {
+			Oid dropped = get_namespace_oid(strVal(lfirst(cell)), true);
+			if (!OidIsValid(dropped))
+				continue;
+			Oid types[1] = {OIDOID};
+			Datum values[1] = {ObjectIdGetDatum(dropped)};
+			run_metadata_query("SELECT c.oid FROM pg_catalog.pg_class c"
+			                   " WHERE c.relnamespace = $1 AND c.relkind = 'r'",
+			                   1, types, values);
+			List *relids = NIL;
+			for (uint64 i = 0; i < SPI_processed; i++) {
+				bool isnull;
+				relids = lappend_oid(relids, DatumGetObjectId(result_value(i, 1, &isnull)));
+			}
+			SPI_finish();
+			ListCell *relid;
+			foreach (relid, relids) {
+				Oid marks_table = marks_of(lfirst_oid(relid), schema);
+				if (!OidIsValid(marks_table))
+					continue;
+				if (!pg_class_ownercheck(marks_table, GetUserId())) {
+					ereport(WARNING, (errmsg("the marks table %s stays: it is not yours to drop",
+					                         get_rel_name(marks_table)),
+					                  errhint("Its owner may drop fencing_citus.%s.",
+					                          get_rel_name(marks_table))));
+					continue;
+				}
+				int rc = run_sql(psprintf("DROP TABLE fencing_citus.%s",
+				                          quote_identifier(get_rel_name(marks_table))),
+				                 0, nullptr, nullptr, InvalidSnapshot, false, false);
+				if (rc != SPI_OK_UTILITY)
+					elog(ERROR, "fencing: dropping a marks table failed: %s",
+					     SPI_result_code_string(rc));
+				SPI_finish();
+			}
+		}
+		return statement;
 	}
 	if (marks == NIL)
 		return statement;

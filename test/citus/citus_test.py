@@ -386,6 +386,20 @@ def unprotect_and_drop():
     for port in (W1, W2):
         assert one(f"SELECT count(*) FROM pg_class WHERE relname LIKE 'marks\\_{oid}%%'",
                    conn=connect(port=port)) == 0
+    # DROP SCHEMA ... CASCADE takes the marks tables of the tables in it along.
+    q("DROP SCHEMA IF EXISTS app CASCADE")
+    q("CREATE SCHEMA app")
+    distributed("app.orders", rows=5)
+    oid = one("SELECT 'app.orders'::regclass::oid")
+    move(shard_of("app.orders", 1))  # a shard dropped on a worker is not a table's
+    in_tx(10, "DELETE FROM app.orders WHERE id = 1")
+    assert one(f"SELECT count(*) FROM fencing_citus.marks_{oid}") == 1
+    q("DROP SCHEMA app CASCADE")
+    assert one(f"SELECT to_regclass('fencing_citus.marks_{oid}')") is None
+    q("CALL citus_cleanup_orphaned_resources()")  # the placements a move left behind
+    for port in (W1, W2):
+        assert one(f"SELECT count(*) FROM pg_class WHERE relname LIKE 'marks\\_{oid}%%'",
+                   conn=connect(port=port)) == 0
 
 
 @test

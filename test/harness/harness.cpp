@@ -9,11 +9,19 @@
 // expires) and thaws them with SIGCONT.  The database must reject every
 // stale write; a checker proves it from the database alone.
 //
-//   fencing-harness scripted [--locks pg|redis] [--write fenced|sql] [--scale MS]
+//   fencing-harness scripted [--locks pg|redis] [--write fenced|sql] [--scale MS] [--citus]
 //   fencing-harness chaos    [--locks pg|redis] [--write fenced|sql] [--workers N]
-//                            [--resources M] [--seconds S] [--ttl MS] [--seed N]
+//                            [--resources M] [--seconds S] [--ttl MS] [--seed N] [--citus]
 //
 // PostgreSQL is reached through the usual PG* environment variables.
+//
+// --citus: PG* names a Citus coordinator; harness.accounts is distributed by
+// resource before it is protected.  Its triggers run on the shards, on the
+// workers, so the audit cannot be a local table filled by an AFTER trigger:
+// instead a BEFORE UPDATE trigger named to fire after fencing_guard
+// (zz_history) appends each accepted token to the row's `history` column, and
+// the checker reads the order of accepted writes from there.  Dead letters,
+// events and the Redis reset's marks are local tables on the coordinator.
 
 #include "redis_locks.hpp"
 
@@ -59,6 +67,7 @@ struct Options {
 	unsigned seed = 1;
 	std::string redis_dir = "/tmp";
 	int redis_port = 0;
+	bool citus = false;
 };
 
 Options options;
@@ -449,9 +458,10 @@ int scripted()
 	else
 		RedisLocks().set_counter("order:101", 32);
 	std::printf("\nGC-pause split-brain on order:101, real worker processes "
-	            "(1 s of schedule = %d ms; %s leases; writes through %s)\n\n",
+	            "(1 s of schedule = %d ms; %s leases; writes through %s%s)\n\n",
 	            options.scale_ms, options.locks == "pg" ? "PostgreSQL" : "Redis",
-	            options.write == "sql" ? "SET LOCAL fencing.token + UPDATE" : "fenced_update()");
+	            options.write == "sql" ? "SET LOCAL fencing.token + UPDATE" : "fenced_update()",
+	            options.citus ? "; a Citus distributed table, through the coordinator" : "");
 	std::fflush(stdout);
 	started = Clock::now();
 	pid_t a = spawn(worker_a);
@@ -476,6 +486,15 @@ int scripted()
 	    db.value("SELECT count(*) FROM harness.dead_letters WHERE reason = 'stale token'");
 	std::printf("\norder:101 now: %s; dead letters: %s\n", row.c_str(), dead.c_str());
 	bool ok = row.rfind("paid by B", 0) == 0 && dead == "1";
+	if (options.citus) {
+		// The shard's history of accepted tokens: B's alone.
+		std::string history = db.value("SELECT history::text FROM harness.accounts"
+		                               " WHERE resource = 'order:101'");
+		std::string b_token = db.value("SELECT last_fencing_token::text FROM harness.accounts"
+		                               " WHERE resource = 'order:101'");
+		std::printf("order:101 tokens accepted (history, from the shard): %s\n", history.c_str());
+		ok = ok && history == "{" + b_token + "}";
+	}
 	std::printf("%s\n", ok ? "split brain prevented: the stale write was refused by the storage"
 	                       : "FAILED: the stale write was not refused");
 	return ok ? 0 : 1;
@@ -530,9 +549,69 @@ pid_t spawn_worker(int index)
 	return spawn(chaos_body);
 }
 
+// The checker on Citus: the same invariants, from each row's history of
+// accepted tokens (appended on the shard, in the order the row lock
+// serialized the writes) and the coordinator's dead letters.
+int check_citus(Db &db, const std::map<std::string, long> &counts, long long reset_mark)
+{
+	// strict mode: per resource, history is strictly increasing, so every accepted
+	// token is greater than all accepted before it.
+	std::string decreasing = db.value("SELECT count(*) FROM harness.accounts a CROSS JOIN LATERAL "
+	                                  "generate_subscripts(a.history, 1) i"
+	                                  " WHERE i > 1 AND a.history[i] <= a.history[i - 1]");
+	std::string accepted =
+	    db.value("SELECT coalesce(sum(cardinality(history)), 0) FROM harness.accounts");
+	// The history follows the stored token: its last entry is the row's token.
+	std::string untracked =
+	    db.value("SELECT count(*) FROM harness.accounts WHERE cardinality(history) > 0"
+	             " AND history[cardinality(history)] <> last_fencing_token");
+	std::string rejected =
+	    db.value("SELECT count(*) FROM harness.dead_letters WHERE reason = 'stale token'");
+	std::string errors =
+	    db.value("SELECT count(*) FROM harness.dead_letters WHERE reason <> 'stale token'");
+	std::string after_reset = "0", regressed_rejected = "0";
+	if (reset_mark > 0) {
+		// Per resource, tokens at or below its last token accepted before the reset
+		// (harness.reset_marks: the histories' lengths and last tokens then).
+		after_reset =
+		    db.value("WITH h AS MATERIALIZED (SELECT resource, history FROM harness.accounts)"
+		             " SELECT count(*) FROM h JOIN harness.reset_marks m USING (resource)"
+		             " CROSS JOIN LATERAL generate_subscripts(h.history, 1) i"
+		             " WHERE i > m.accepted AND h.history[i] <= m.token");
+		regressed_rejected = db.value(
+		    "WITH reset AS (SELECT at FROM harness.events WHERE what = 'redis reset')"
+		    " SELECT count(*) FROM harness.dead_letters x JOIN harness.reset_marks m USING "
+		    "(resource),"
+		    " reset WHERE x.at > reset.at AND x.token <= m.token AND x.reason = 'stale token'");
+	}
+	long violations = std::stol(decreasing) + std::stol(after_reset) + std::stol(untracked);
+	std::printf("\n%-52s %10s\n", "chaos summary (Citus: history on the shards)", "count");
+	std::printf("%-52s %10s\n", "writes accepted (entries in history)", accepted.c_str());
+	std::printf("%-52s %10s\n", "writes rejected: stale token (23T01)", rejected.c_str());
+	std::printf("%-52s %10s\n", "writes failed otherwise", errors.c_str());
+	for (auto &[what, n] : counts)
+		std::printf("%-52s %10ld\n", what.c_str(), n);
+	if (reset_mark > 0)
+		std::printf("%-52s %10s\n", "rejected writes with tokens regressed by the reset",
+		            regressed_rejected.c_str());
+	std::printf("%-52s %10s\n", "accepted writes older than an accepted one", decreasing.c_str());
+	std::printf("%-52s %10s\n", "rows whose token is not their history's last", untracked.c_str());
+	if (reset_mark > 0)
+		std::printf("%-52s %10s\n", "accepted writes with regressed tokens", after_reset.c_str());
+	std::printf("%-52s %10ld\n", "invariant violations", violations);
+	bool ok = violations == 0 && std::stol(rejected) > 0 && std::stol(accepted) > 0 &&
+	          std::stol(errors) == 0 && (reset_mark == 0 || std::stol(regressed_rejected) > 0);
+	std::printf("%s\n",
+	            ok ? "chaos passed: no stale write was accepted, and stale writers were refused"
+	               : "chaos FAILED");
+	return ok ? 0 : 1;
+}
+
 // The checker: the invariants, from the database alone.
 int check(Db &db, const std::map<std::string, long> &counts, long long reset_mark)
 {
+	if (options.citus)
+		return check_citus(db, counts, reset_mark);
 	// strict mode: every accepted token is greater than all accepted before it on its row.
 	std::string decreasing = db.value(
 	    "SELECT count(*) FROM (SELECT token <= max(token) OVER (PARTITION BY resource ORDER BY seq"
@@ -586,12 +665,13 @@ int chaos()
 {
 	Db db;
 	std::mt19937 random(options.seed);
-	std::printf("\nchaos: %d workers, %d resources, %d s, TTL %d ms, %s leases, writes through %s, "
-	            "seed %u\n",
-	            options.workers, options.resources, options.seconds, options.ttl_ms,
-	            options.locks == "pg" ? "PostgreSQL" : "Redis",
-	            options.write == "sql" ? "SET LOCAL fencing.token" : "fenced_update()",
-	            options.seed);
+	std::printf(
+	    "\nchaos: %d workers, %d resources, %d s, TTL %d ms, %s leases, writes through %s, "
+	    "seed %u%s\n",
+	    options.workers, options.resources, options.seconds, options.ttl_ms,
+	    options.locks == "pg" ? "PostgreSQL" : "Redis",
+	    options.write == "sql" ? "SET LOCAL fencing.token" : "fenced_update()", options.seed,
+	    options.citus ? ", through a Citus coordinator (accounts distributed by resource)" : "");
 	std::fflush(stdout);
 	started = Clock::now();
 	std::vector<pid_t> workers;
@@ -620,7 +700,16 @@ int chaos()
 		}
 		if (options.locks == "redis" && !reset_done && elapsed_ms() > end / 3) {
 			// Redis restarts without persistence: every counter starts again from 0.
-			reset_mark = std::stoll(db.value("SELECT coalesce(max(token), 0) FROM harness.audit"));
+			if (options.citus) {
+				// Each history's length and last token now: the marks of the reset.
+				db.value("INSERT INTO harness.reset_marks (resource, accepted, token)"
+				         " SELECT resource, cardinality(history),"
+				         " coalesce(history[cardinality(history)], 0) FROM harness.accounts");
+				reset_mark =
+				    std::stoll(db.value("SELECT coalesce(max(token), 0) FROM harness.reset_marks"));
+			} else
+				reset_mark =
+				    std::stoll(db.value("SELECT coalesce(max(token), 0) FROM harness.audit"));
 			stop_redis();
 			db.value("INSERT INTO harness.events (what) VALUES ('redis reset')");
 			start_redis();
@@ -647,10 +736,51 @@ int chaos()
 
 // ------------------------------------------------------------------- setup
 
+// On a Citus coordinator: accounts distributed by resource, then protected;
+// each accepted token appended to the row's history on the shard.
+void setup_citus_schema(Db &db)
+{
+	if (db.value("SELECT count(*) FROM pg_extension WHERE extname = 'citus'") != "1")
+		fail("--citus: the citus extension is not created in this database");
+	// The table first, by name: DROP TABLE also drops its marks table, DROP SCHEMA
+	// ... CASCADE does not (and fails when its OID names a shard on a worker).
+	db.value("DROP TABLE IF EXISTS harness.accounts");
+	db.value("DROP SCHEMA IF EXISTS harness CASCADE");
+	db.value("CREATE SCHEMA harness");
+	db.value("CREATE TABLE harness.accounts (resource text PRIMARY KEY, payload text, writes int "
+	         "NOT NULL DEFAULT 0, history bigint[] NOT NULL DEFAULT '{}')");
+	db.value("SELECT create_distributed_table('harness.accounts', 'resource')");
+	db.value("SELECT fencing.protect('harness.accounts', mode => 'strict')");
+	db.value("INSERT INTO harness.accounts (resource, payload, last_fencing_token)"
+	         " SELECT 'res:' || g, 'new', 1 FROM generate_series(0, 99) g"
+	         " UNION ALL SELECT 'order:101', 'new', 1");
+	// PostgreSQL fires triggers in name order: zz_history runs after fencing_guard
+	// has set NEW's token to the one presented.  Citus refuses triggers on a
+	// distributed table unless allowed, here for this transaction only.
+	db.value("BEGIN");
+	db.value("SET LOCAL citus.enable_unsafe_triggers = on");
+	db.value("CREATE FUNCTION harness.history() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+	         " NEW.history := NEW.history || NEW.last_fencing_token; RETURN NEW; END $$");
+	db.value("CREATE TRIGGER zz_history BEFORE UPDATE ON harness.accounts FOR EACH ROW EXECUTE "
+	         "FUNCTION harness.history()");
+	db.value("COMMIT");
+	// Local tables on the coordinator, written through it.
+	db.value(
+	    "CREATE TABLE harness.dead_letters (id bigserial PRIMARY KEY, resource text, token bigint,"
+	    " reason text, at timestamptz DEFAULT clock_timestamp())");
+	db.value("CREATE TABLE harness.events (what text, at timestamptz DEFAULT clock_timestamp())");
+	db.value("CREATE TABLE harness.reset_marks (resource text PRIMARY KEY, accepted int NOT NULL,"
+	         " token bigint NOT NULL)");
+}
+
 void setup_schema()
 {
 	Db db;
 	db.value("CREATE EXTENSION IF NOT EXISTS fencing");
+	if (options.citus) {
+		setup_citus_schema(db);
+		return;
+	}
 	db.value("DROP SCHEMA IF EXISTS harness CASCADE");
 	db.value("CREATE SCHEMA harness");
 	db.value("CREATE TABLE harness.accounts (resource text PRIMARY KEY, payload text, writes int "
@@ -690,6 +820,10 @@ Options parse(int argc, char **argv)
 	};
 	for (int i = 2; i < argc; i++) {
 		std::string a = argv[i];
+		if (a == "--citus") {
+			o.citus = true;
+			continue;
+		}
 		if (i + 1 >= argc)
 			fail("unknown option or missing value: %s", a.c_str());
 		const char *v = argv[++i];
