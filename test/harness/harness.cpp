@@ -551,6 +551,41 @@ pid_t spawn_worker(int index)
 
 // The checker on Citus: the same invariants, from each row's history of
 // accepted tokens (appended on the shard, in the order the row lock
+// What the two checkers found, printed alike; the run's verdict.
+struct Findings {
+	const char *title;
+	const char *accepted_label;
+	std::string accepted, rejected, errors, decreasing, after_reset, regressed_rejected;
+	const char *untracked; // Citus: rows whose token is not their history's last, else nullptr
+};
+
+int report(const Findings &f, const std::map<std::string, long> &counts, long long reset_mark)
+{
+	long violations = std::stol(f.decreasing) + std::stol(f.after_reset) +
+	                  (f.untracked != nullptr ? std::stol(f.untracked) : 0);
+	std::printf("\n%-52s %10s\n", f.title, "count");
+	std::printf("%-52s %10s\n", f.accepted_label, f.accepted.c_str());
+	std::printf("%-52s %10s\n", "writes rejected: stale token (23T01)", f.rejected.c_str());
+	std::printf("%-52s %10s\n", "writes failed otherwise", f.errors.c_str());
+	for (auto &[what, n] : counts)
+		std::printf("%-52s %10ld\n", what.c_str(), n);
+	if (reset_mark > 0)
+		std::printf("%-52s %10s\n", "rejected writes with tokens regressed by the reset",
+		            f.regressed_rejected.c_str());
+	std::printf("%-52s %10s\n", "accepted writes older than an accepted one", f.decreasing.c_str());
+	if (f.untracked != nullptr)
+		std::printf("%-52s %10s\n", "rows whose token is not their history's last", f.untracked);
+	if (reset_mark > 0)
+		std::printf("%-52s %10s\n", "accepted writes with regressed tokens", f.after_reset.c_str());
+	std::printf("%-52s %10ld\n", "invariant violations", violations);
+	bool ok = violations == 0 && std::stol(f.rejected) > 0 && std::stol(f.accepted) > 0 &&
+	          std::stol(f.errors) == 0 && (reset_mark == 0 || std::stol(f.regressed_rejected) > 0);
+	std::printf("%s\n",
+	            ok ? "chaos passed: no stale write was accepted, and stale writers were refused"
+	               : "chaos FAILED");
+	return ok ? 0 : 1;
+}
+
 // serialized the writes) and the coordinator's dead letters.
 int check_citus(Db &db, const std::map<std::string, long> &counts, long long reset_mark)
 {
@@ -584,27 +619,10 @@ int check_citus(Db &db, const std::map<std::string, long> &counts, long long res
 		    "(resource),"
 		    " reset WHERE x.at > reset.at AND x.token <= m.token AND x.reason = 'stale token'");
 	}
-	long violations = std::stol(decreasing) + std::stol(after_reset) + std::stol(untracked);
-	std::printf("\n%-52s %10s\n", "chaos summary (Citus: history on the shards)", "count");
-	std::printf("%-52s %10s\n", "writes accepted (entries in history)", accepted.c_str());
-	std::printf("%-52s %10s\n", "writes rejected: stale token (23T01)", rejected.c_str());
-	std::printf("%-52s %10s\n", "writes failed otherwise", errors.c_str());
-	for (auto &[what, n] : counts)
-		std::printf("%-52s %10ld\n", what.c_str(), n);
-	if (reset_mark > 0)
-		std::printf("%-52s %10s\n", "rejected writes with tokens regressed by the reset",
-		            regressed_rejected.c_str());
-	std::printf("%-52s %10s\n", "accepted writes older than an accepted one", decreasing.c_str());
-	std::printf("%-52s %10s\n", "rows whose token is not their history's last", untracked.c_str());
-	if (reset_mark > 0)
-		std::printf("%-52s %10s\n", "accepted writes with regressed tokens", after_reset.c_str());
-	std::printf("%-52s %10ld\n", "invariant violations", violations);
-	bool ok = violations == 0 && std::stol(rejected) > 0 && std::stol(accepted) > 0 &&
-	          std::stol(errors) == 0 && (reset_mark == 0 || std::stol(regressed_rejected) > 0);
-	std::printf("%s\n",
-	            ok ? "chaos passed: no stale write was accepted, and stale writers were refused"
-	               : "chaos FAILED");
-	return ok ? 0 : 1;
+	return report(Findings{"chaos summary (Citus: history on the shards)",
+	                       "writes accepted (entries in history)", accepted, rejected, errors,
+	                       decreasing, after_reset, regressed_rejected, untracked.c_str()},
+	              counts, reset_mark);
 }
 
 // The checker: the invariants, from the database alone.
@@ -638,27 +656,9 @@ int check(Db &db, const std::map<std::string, long> &counts, long long reset_mar
 		              "AND reason = 'stale token'");
 		regressed_rejected = db.value(sql);
 	}
-	long violations = std::stol(decreasing) + std::stol(after_reset);
-	std::printf("\n%-52s %10s\n", "chaos summary", "count");
-	std::printf("%-52s %10s\n", "writes accepted", accepted.c_str());
-	std::printf("%-52s %10s\n", "writes rejected: stale token (23T01)", rejected.c_str());
-	std::printf("%-52s %10s\n", "writes failed otherwise", errors.c_str());
-	for (auto &[what, n] : counts)
-		std::printf("%-52s %10ld\n", what.c_str(), n);
-	if (reset_mark > 0)
-		std::printf("%-52s %10s\n", "rejected writes with tokens regressed by the reset",
-		            regressed_rejected.c_str());
-	std::printf("%-52s %10s\n", "accepted writes older than an accepted one", decreasing.c_str());
-	if (reset_mark > 0)
-		std::printf("%-52s %10s\n", "accepted writes with regressed tokens", after_reset.c_str());
-	std::printf("%-52s %10ld\n", "invariant violations", violations);
-	bool ok = violations == 0 && std::stol(rejected) > 0 && std::stol(accepted) > 0 &&
-	          std::stol(errors) == 0 &&
-	          (reset_mark == 0 || std::stol(regressed_rejected) > 0);
-	std::printf("%s\n",
-	            ok ? "chaos passed: no stale write was accepted, and stale writers were refused"
-	               : "chaos FAILED");
-	return ok ? 0 : 1;
+	return report(Findings{"chaos summary", "writes accepted", accepted, rejected, errors,
+	                       decreasing, after_reset, regressed_rejected, nullptr},
+	              counts, reset_mark);
 }
 
 int chaos()
