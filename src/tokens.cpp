@@ -90,12 +90,6 @@ bool standbys_have(XLogRecPtr lsn)
 	return !defined || flushed;
 }
 
-/* Are there synchronous standbys to confirm WAL (synchronous_standby_names)? */
-bool sync_standbys_defined()
-{
-	return SyncRepStandbyNames != nullptr && SyncRepStandbyNames[0] != '\0';
-}
-
 /* fencing.failover_margin, in milliseconds. */
 int failover_margin = 10000;
 
@@ -391,17 +385,7 @@ int64 issue_token(int64 floor)
 		                errmsg("the next fencing token would exceed 2^53 - 1"),
 		                errdetail("fencing.token_seq, or a resource's last token, was set that high."),
 		                errhint("Tokens stay below 2^53 so that every client reads them exactly.")));
-	/*
-	 * The token must be durable before the caller can use it.  A lone
-	 * statement's caller sees it only once the statement's transaction has
-	 * committed, and that commit is forced to flush (require_durable_commit):
-	 * that one flush is enough unless synchronous standbys must confirm the
-	 * token (acquire() then waits here, where a cancel refuses the token
-	 * instead of the commit's wait only warning).  In a transaction block
-	 * the caller has the token before COMMIT: flush now.
-	 */
-	if (IsTransactionBlock() || sync_standbys_defined())
-		make_durable(sequence_lsn(sequence));
+	make_durable(sequence_lsn(sequence));
 	note_grant(token);
 	if (first_on_history)
 		record_history(sequence, token);
