@@ -47,6 +47,18 @@ SELECT id, state, last_fencing_token FROM jobs WHERE id IN (0, 10) ORDER BY id;
 \c
 UPDATE jobs SET state = 'x', last_fencing_token = 150 WHERE id = 0;
 \echo :LAST_ERROR_SQLSTATE
+-- TRUNCATE too: below the floor it is refused, whatever the rows hold.
+BEGIN;
+SET LOCAL fencing.token = 150;
+TRUNCATE jobs;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+-- A floor above every token the table has seen and above the clock would
+-- stop every writer for good: refused.
+\set VERBOSITY sqlstate
+SELECT fencing.compact('jobs', 9007199254740992);
+SELECT fencing.compact('jobs', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint + 3600000000);
+\set VERBOSITY default
 -- A floor never goes down; compacting again below it removes nothing more.
 SELECT fencing.compact('jobs', 120) AS removed;
 SELECT token AS floor FROM fencing.floors WHERE relid = 'jobs'::regclass;
@@ -78,6 +90,20 @@ INSERT INTO parts VALUES ('eu', 1, 49);
 INSERT INTO parts_eu VALUES ('eu', 2, 49);
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO parts VALUES ('eu', 1, 50);
+-- A partition detached after compaction keeps the floor, as it keeps its marks.
+ALTER TABLE parts DETACH PARTITION parts_eu;
+SELECT fencing.protect('parts_eu');
+INSERT INTO parts_eu VALUES ('eu', 3, 49);
+\echo :LAST_ERROR_SQLSTATE
+-- A DETACH raises the floor for new keys only (the history the partition
+-- takes away), not for the rows other partitions hold.
+CREATE TABLE parts_us PARTITION OF parts FOR VALUES IN ('us');
+CREATE TABLE parts_ap PARTITION OF parts FOR VALUES IN ('ap');
+INSERT INTO parts VALUES ('us', 1, 60), ('ap', 1, 900);
+ALTER TABLE parts DETACH PARTITION parts_ap;
+UPDATE parts SET id = 1, last_fencing_token = 61 WHERE region = 'us' AND id = 1;
+INSERT INTO parts VALUES ('us', 2, 61);
+\echo :LAST_ERROR_SQLSTATE
 
 -- Bad input changes nothing.
 SELECT fencing.compact(NULL, 10);
@@ -116,8 +142,13 @@ SELECT fencing.fence('batch:1', 150);
 \echo :LAST_ERROR_SQLSTATE
 SELECT fencing.fence('batch:1', 200) AS previous_mark_is_the_floor;
 SELECT fencing.fence('other:1', 150) AS other_prefix_untouched;
-SELECT fencing.compact_resources(:live_token + 1000000000, 'batch:');
-SELECT fencing.acquire('batch:idle', 'b', '1 hour') > :live_token + 1000000000 AS above_the_floor;
+SELECT fencing.compact_resources(:live_token, 'batch:');
+SELECT fencing.acquire('batch:idle', 'b', '1 hour') > :live_token AS above_the_floor;
+-- A floor above every token these resources have seen and above the clock
+-- could only stop every writer for good.
+\set VERBOSITY sqlstate
+SELECT fencing.compact_resources(:live_token + 1000000000000, 'batch:');
+\set VERBOSITY default
 SELECT fencing.compact_resources(0);
 \echo :LAST_ERROR_SQLSTATE
 SELECT fencing.compact_resources(NULL);
@@ -127,6 +158,6 @@ SELECT prefix FROM fencing.resource_floors ORDER BY 1;
 DELETE FROM fencing.resource_floors;
 DELETE FROM fencing.resources WHERE resource LIKE 'batch:%' OR resource LIKE 'other:%';
 DELETE FROM fencing.fences WHERE resource LIKE 'batch:%' OR resource LIKE 'other:%';
-DROP TABLE jobs, strict_jobs, parts, plain;
+DROP TABLE jobs, strict_jobs, parts, parts_eu, parts_ap, plain;
 REVOKE ALL ON SCHEMA fencing FROM regress_fencing_compactor;
 DROP ROLE regress_fencing_compactor;

@@ -78,12 +78,13 @@ DROP FUNCTION fencing._key_hash_0_1_0(regclass, text[]);
 CREATE TABLE fencing.floors (
 	relid regclass PRIMARY KEY,
 	token bigint NOT NULL CHECK (token > 0),
+	compacted bigint NOT NULL DEFAULT 0 CHECK (compacted <= token),
 	raised_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 SELECT pg_catalog.pg_extension_config_dump('fencing.floors', '');
 REVOKE ALL ON fencing.floors FROM PUBLIC;
 COMMENT ON TABLE fencing.floors IS
-'table floors: a table truncated under a token accepts no new key under an older one';
+'table floors: no new key below token (TRUNCATE, DETACH, compact()), no write at all below compacted (compact())';
 
 -- Errors unless the table has an immediate primary key the guard can mark;
 -- returns the condition "the key changed" for the AFTER UPDATE trigger.
@@ -870,6 +871,16 @@ BEGIN
 	IF below <= 0 THEN
 		RAISE EXCEPTION 'below must be a positive token, got %', below
 			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	-- A floor never comes down: not one above every token these resources
+	-- have seen and above the clock (the tokens of acquire()).
+	IF below > 9007199254740991 OR below > greatest(
+	       (extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
+	       (SELECT max(r.token) FROM fencing.resources r WHERE starts_with(r.resource, compact_resources.prefix)),
+	       (SELECT max(f.token) FROM fencing.fences f WHERE starts_with(f.resource, compact_resources.prefix))) THEN
+		RAISE EXCEPTION 'floor % is above every token the resources have seen', below
+			USING ERRCODE = 'invalid_parameter_value',
+			      HINT = 'Pick a floor below the token of every holder still working.';
 	END IF;
 	INSERT INTO fencing.resource_floors AS f (prefix, token)
 	VALUES (compact_resources.prefix, compact_resources.below)

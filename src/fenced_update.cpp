@@ -480,7 +480,11 @@ void check_update_privilege(Oid relid)
 
 void open_target(Call *call, Oid relid)
 {
-	call->rel = try_relation_open(relid, AccessShareLock);
+	/*
+	 * The UPDATE's own lock, taken first: compact() cannot raise the floor
+	 * between the check of it below and the UPDATE.
+	 */
+	call->rel = try_relation_open(relid, RowExclusiveLock);
 	if (call->rel == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
 		                errmsg("relation with OID %u does not exist", relid)));

@@ -420,7 +420,8 @@ Datum guard_truncate(TriggerData *trigger)
 		                     distributed ? citus_highest_stored(rel, fence.token_attnum)
 		                                 : highest_stored_token_below(rel, column)));
 	int64 stored = distributed ? citus_highest_stored(rel, fence.token_attnum)
-	                           : highest_stored_token(rel, fence.token_attnum);
+	                           : std::max(highest_stored_token(rel, fence.token_attnum),
+	                                      floor_of(mark_scope(rel)));
 	if (!token_accepts(fence.mode, stored, presented))
 		report_stale(rel, all_rows, fence.mode, presented, shown(rel, fence.token_attnum, stored));
 	if (distributed)

@@ -30,6 +30,7 @@ SPIPlanPtr high_water_plan = nullptr;
 SPIPlanPtr record_plan = nullptr;
 SPIPlanPtr floor_plan = nullptr;
 SPIPlanPtr scope_floor_plan = nullptr;
+SPIPlanPtr compaction_plan = nullptr;
 
 /*
  * The floors this backend read, by relation: the highest floor over the
@@ -209,7 +210,7 @@ int64 floor_of(const MarkScope &scope)
 	Oid types[1] = {REGCLASSARRAYOID};
 	Datum values[1] = {relid_array(scope)};
 	int rc = run_as_owner(&scope_floor_plan,
-	                      "SELECT pg_catalog.max(token) FROM fencing.floors"
+	                      "SELECT pg_catalog.max(compacted) FROM fencing.floors"
 	                      " WHERE relid OPERATOR(pg_catalog.=) ANY ($1)",
 	                      1, types, values, GetLatestSnapshot(), true);
 	if (rc != SPI_OK_SELECT)
@@ -227,20 +228,28 @@ int64 floor_of(const MarkScope &scope)
 	return floor;
 }
 
-void raise_floor(Oid relid, int64 token)
+void raise_floor(Oid relid, int64 token, bool every_write)
 {
 	Oid types[2] = {REGCLASSOID, INT8OID};
 	Datum values[2] = {ObjectIdGetDatum(relid), Int64GetDatum(token)};
-	raise_as_owner(&floor_plan,
-	               "INSERT INTO fencing.floors (relid, token) VALUES ($1, $2)"
+	if (!every_write) {
+		raise_as_owner(&floor_plan,
+		               "INSERT INTO fencing.floors (relid, token) VALUES ($1, $2)"
+		               " ON CONFLICT (relid) DO UPDATE"
+		               " SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
+		               " WHERE fencing.token_accepts(floors.token, EXCLUDED.token, false)",
+		               2, types, values);
+		return;
+	}
+	raise_as_owner(&compaction_plan,
+	               "INSERT INTO fencing.floors AS f (relid, token, compacted) VALUES ($1, $2, $2)"
 	               " ON CONFLICT (relid) DO UPDATE"
-	               " SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
-	               " WHERE fencing.token_accepts(floors.token, EXCLUDED.token, false)",
+	               " SET token = GREATEST(f.token, EXCLUDED.token),"
+	               "     compacted = EXCLUDED.compacted, raised_at = pg_catalog.now()"
+	               " WHERE f.compacted OPERATOR(pg_catalog.<) EXCLUDED.compacted",
 	               2, types, values);
-	/* Every backend's cached floor of the relation and of the relations below it. */
-	ListCell *cell;
-	foreach (cell, find_all_inheritors(relid, NoLock, nullptr))
-		CacheInvalidateRelcacheByRelid(lfirst_oid(cell));
+	/* Every backend's cached floor of the relation. */
+	CacheInvalidateRelcacheByRelid(relid);
 }
 
 } // namespace fencing

@@ -43,14 +43,14 @@ bool find_high_water(const MarkScope &scope, const KeyHash &key, int64 *mark);
 void record_mark(const MarkScope &scope, const KeyHash &key, int64 token);
 
 /*
- * Records that `relid` (and the relations below it) may take no token below
- * `token` (TRUNCATE, compact()); a floor never goes down.
+ * Records that `relid` takes no new key below `token` (TRUNCATE), or with
+ * `every_write` no write at all (compact()); a floor never goes down.
  */
-void raise_floor(Oid relid, int64 token);
+void raise_floor(Oid relid, int64 token, bool every_write = false);
 
 /*
- * The highest floor over the scope (0 if none): no write may present a
- * token below it.  Cached per backend; raise_floor() invalidates.
+ * The highest compaction floor over the scope (0 if none): no write may
+ * present a token below it.  Cached per backend; raise_floor(..., true) invalidates.
  */
 int64 floor_of(const MarkScope &scope);
 
