@@ -149,6 +149,12 @@ SELECT fencing.acquire('batch:idle', 'b', '1 hour') > :live_token AS above_the_f
 \set VERBOSITY sqlstate
 SELECT fencing.compact_resources(:live_token + 1000000000000, 'batch:');
 \set VERBOSITY default
+-- One above the highest token seen is allowed: it removes every idle row
+-- (tokens here run ahead of the clock by the first grant's failover margin).
+SELECT fencing.release('batch:idle', 'b', (SELECT token FROM fencing.resources WHERE resource = 'batch:idle'));
+SELECT fencing.compact_resources((SELECT max(token) + 1 FROM fencing.resources
+                                  WHERE resource LIKE 'batch:%'), 'batch:') AS removed;
+SELECT resource FROM fencing.resources WHERE resource LIKE 'batch:%' ORDER BY 1;
 SELECT fencing.compact_resources(0);
 \echo :LAST_ERROR_SQLSTATE
 SELECT fencing.compact_resources(NULL);

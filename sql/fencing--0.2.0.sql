@@ -921,9 +921,9 @@ BEGIN
 		RAISE EXCEPTION 'below must be a positive token, got %', below
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	-- A floor never comes down: not one above every token these resources
-	-- have seen and above the clock (the tokens of acquire()).
-	IF below > 9007199254740991 OR below > greatest(
+	-- A floor never comes down: not more than one above every token these
+	-- resources have seen and above the clock (the tokens of acquire()).
+	IF below > 9007199254740991 OR below > 1 + greatest(
 	       (extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
 	       (SELECT max(r.token) FROM fencing.resources r WHERE starts_with(r.resource, compact_resources.prefix)),
 	       (SELECT max(f.token) FROM fencing.fences f WHERE starts_with(f.resource, compact_resources.prefix))) THEN

@@ -42,9 +42,10 @@ Datum relid_array(List *relids)
 
 /*
  * A floor can never come down: refuses one no token could reach (2^53 or
- * more) or above everything the table has seen (its marks and floors) and
- * the server clock (tokens of fencing.acquire()), which can only be a
- * mistake that stops every writer for good.
+ * more) or more than one above everything the table has seen (its marks
+ * and floors) and the server clock (tokens of fencing.acquire()), which can
+ * only be a mistake that stops every writer for good.  One above the
+ * highest token seen is allowed: it removes every mark.
  */
 void check_floor(List *tree, int64 below, bool local_marks)
 {
@@ -68,7 +69,7 @@ void check_floor(List *tree, int64 below, bool local_marks)
 			seen = std::max(seen, DatumGetInt64(highest));
 		SPI_finish();
 	}
-	if (below > max_token || below > seen)
+	if (below > max_token || below > seen + 1)
 		ereport(ERROR,
 		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		         errmsg("floor " INT64_FORMAT " is above every token the table has seen", below),

@@ -14,7 +14,14 @@ SPIPlanPtr kept_plan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types)
 		SPI_freeplan(*cache);
 		*cache = nullptr;
 	}
-	SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
+	/*
+	 * A generic plan from the first execution on: these statements look rows
+	 * up by key, which a generic plan does as well as a custom one, and the
+	 * plan cache would otherwise plan again on every call whenever the custom
+	 * plan's estimate looks cheaper (relid = ANY($1) does): with a mark
+	 * looked up for every inserted row, planning was most of a bulk INSERT.
+	 */
+	SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
 	if (plan == nullptr)
 		elog(ERROR, "fencing: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 	if (SPI_keepplan(plan) != 0)
