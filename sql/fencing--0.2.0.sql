@@ -339,7 +339,7 @@ BEGIN
 	-- The guard's triggers keep their names: they are how the extension
 	-- (fencing.protected_tables, high_water_mark(), the guard itself) finds
 	-- them.
-	IF EXISTS (SELECT FROM pg_event_trigger_ddl_commands() c
+	IF TG_TAG = 'ALTER TRIGGER' AND EXISTS (SELECT FROM pg_event_trigger_ddl_commands() c
 	           JOIN pg_trigger t ON c.classid = 'pg_trigger'::regclass AND t.oid = c.objid
 	           WHERE t.tgfoid = 'fencing.guard()'::regprocedure
 	             AND t.tgname NOT IN ('fencing_guard', 'fencing_guard_new_keys',
@@ -355,13 +355,29 @@ BEGIN
 	LOOP
 		PERFORM fencing._check_guarded(rel);
 		PERFORM fencing._guard_truncate(rel);
+		PERFORM fencing._guard_key_changes(rel);
+	END LOOP;
+	-- A BEFORE UPDATE row trigger (tgtype 19) on a protected table or on a
+	-- partition of one can change keys the UPDATE does not name: the guard's
+	-- key check takes the form that sees them.
+	FOR rel IN
+		SELECT DISTINCT g.tgrelid::regclass FROM pg_event_trigger_ddl_commands() c
+		JOIN pg_trigger t ON c.classid = 'pg_trigger'::regclass AND t.oid = c.objid
+		JOIN pg_trigger g ON g.tgname = 'fencing_guard' AND g.tgparentid = 0
+		                 AND g.tgfoid = 'fencing.guard()'::regprocedure
+		                 AND (g.tgrelid = t.tgrelid
+		                      OR g.tgrelid IN (SELECT a.relid FROM pg_partition_ancestors(t.tgrelid) a))
+		WHERE t.tgfoid <> 'fencing.guard()'::regprocedure AND (t.tgtype::int & 19) = 19
+	LOOP
+		PERFORM fencing._guard_key_changes(rel);
 	END LOOP;
 END
 $$;
 COMMENT ON FUNCTION fencing._after_table_ddl() IS
 'internal: event trigger keeping protected tables guarded through DDL';
 CREATE EVENT TRIGGER fencing_after_table_ddl ON ddl_command_end
-WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SCHEMA', 'CREATE FOREIGN TABLE', 'ALTER TRIGGER')
+WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SCHEMA', 'CREATE FOREIGN TABLE', 'ALTER TRIGGER',
+              'CREATE TRIGGER')
 EXECUTE FUNCTION fencing._after_table_ddl();
 
 -- Marks and floors of a dropped table go with it (its OID could be reused).
@@ -511,6 +527,74 @@ $$;
 COMMENT ON FUNCTION fencing._citus_marks(regclass) IS
 'internal: the marks table of a Citus distributed table, made if missing; NULL for local tables';
 
+-- The AFTER UPDATE trigger that checks a changed key against the marks of
+-- its deletions and the table's floor.  It must run after the new key is in
+-- the primary key index, so that a write racing the DELETE of that key waits
+-- for it and then sees its mark.  When nothing but the UPDATE itself can
+-- change a row's key, it is AFTER UPDATE OF the key columns, which costs a
+-- statement nothing more than a column check; when the table or one of its
+-- partitions has other BEFORE UPDATE row triggers, which can change the key
+-- without the UPDATE naming it, AFTER UPDATE WHEN the key changed, which
+-- costs a few microseconds a statement (the condition is read and compiled
+-- for each execution).  Made by protect(), and again by the event trigger
+-- when such a trigger is created; the guard refuses an UPDATE on a relation
+-- whose other BEFORE UPDATE row triggers it finds without the WHEN form.
+CREATE FUNCTION fencing._guard_key_changes(target regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	definition text;
+	arguments text;
+	by_triggers boolean;
+	has_when boolean;
+	key_columns text;
+	unsafe_triggers text := pg_catalog.current_setting('citus.enable_unsafe_triggers', true);
+BEGIN
+	SELECT pg_catalog.pg_get_triggerdef(t.oid) INTO definition FROM pg_trigger t
+	WHERE t.tgrelid = target AND t.tgname = 'fencing_guard' AND t.tgparentid = 0
+	  AND t.tgfoid = 'fencing.guard()'::regprocedure;
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	arguments := substring(definition FROM 'EXECUTE FUNCTION (fencing\.guard\(.*\))$');
+	-- BEFORE (2) ROW (1) UPDATE (16) triggers that are not the guard's.
+	by_triggers := EXISTS (SELECT FROM fencing._tree(target) tr JOIN pg_trigger t ON t.tgrelid = tr.relid
+	                       WHERE t.tgfoid <> 'fencing.guard()'::regprocedure
+	                         AND (t.tgtype::int & 19) = 19);
+	SELECT t.tgqual IS NOT NULL INTO has_when FROM pg_trigger t
+	WHERE t.tgrelid = target AND t.tgname = 'fencing_guard_key_changes';
+	IF has_when = by_triggers THEN
+		RETURN;
+	END IF;
+	IF unsafe_triggers = 'off' THEN
+		PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+	END IF;
+	IF has_when IS NOT NULL THEN
+		EXECUTE format('DROP TRIGGER fencing_guard_key_changes ON %s', target);
+	END IF;
+	IF by_triggers THEN
+		EXECUTE format('CREATE TRIGGER fencing_guard_key_changes AFTER UPDATE ON %s '
+		               'FOR EACH ROW WHEN (%s) EXECUTE FUNCTION %s',
+		               target, fencing._key_change_condition(target), arguments);
+	ELSE
+		SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.n) INTO key_columns
+		FROM pg_index i, unnest(i.indkey) WITH ORDINALITY k(attnum, n), pg_attribute a
+		WHERE i.indrelid = target AND i.indisprimary
+		  AND a.attrelid = target AND a.attnum = k.attnum;
+		EXECUTE format('CREATE TRIGGER fencing_guard_key_changes AFTER UPDATE OF %s ON %s '
+		               'FOR EACH ROW EXECUTE FUNCTION %s',
+		               key_columns, target, arguments);
+	END IF;
+	IF unsafe_triggers = 'off' THEN
+		PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'off', true);
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing._guard_key_changes(regclass) IS
+'internal: (re)makes the guard''s AFTER UPDATE trigger for key changes in the form the table''s triggers need';
+
 -- Protect a table: token column, guard triggers, settings (in the triggers' arguments).
 CREATE FUNCTION fencing.protect(
 	target regclass,
@@ -523,7 +607,6 @@ AS $$
 DECLARE
 	kind "char";
 	col record;
-	key_changed text;
 	parent regclass;
 	citus_id bigint;
 	arguments text;
@@ -575,7 +658,7 @@ BEGIN
 			USING ERRCODE = 'feature_not_supported',
 			      DETAIL = 'An unlogged table loses its rows in a crash, and with them their tokens.';
 	END IF;
-	key_changed := fencing._key_change_condition(target);
+	PERFORM fencing._key_change_condition(target);
 	-- A Citus distributed table: its marks table, made before any change to
 	-- the table (Citus makes it only before parallel work in a transaction),
 	-- and below, Citus' consent to triggers on it for this transaction only:
@@ -615,8 +698,8 @@ BEGIN
 	END IF;
 
 	-- BEFORE: every write against its row.  AFTER INSERT, and AFTER UPDATE
-	-- when the key changed (also by another trigger): the new key against the
-	-- marks of its deletions and the table's floor.  BEFORE TRUNCATE: the
+	-- of the key (_guard_key_changes: also by another trigger): the new key
+	-- against the marks of its deletions and the table's floor.  BEFORE TRUNCATE: the
 	-- statement's token against every row, then the floor.
 	PERFORM fencing._drop_guard(target);
 	EXECUTE format('CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
@@ -625,9 +708,7 @@ BEGIN
 	EXECUTE format('CREATE TRIGGER fencing_guard_new_keys AFTER INSERT ON %s '
 	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)',
 	               target, arguments);
-	EXECUTE format('CREATE TRIGGER fencing_guard_key_changes AFTER UPDATE ON %s '
-	               'FOR EACH ROW WHEN (%s) EXECUTE FUNCTION fencing.guard(%s)',
-	               target, key_changed, arguments);
+	PERFORM fencing._guard_key_changes(target);
 	PERFORM fencing._guard_truncate(target);
 	IF citus_id IS NOT NULL THEN
 		PERFORM set_config('citus.enable_unsafe_triggers', unsafe_triggers, true);

@@ -269,3 +269,78 @@ DROP SCHEMA s;
 DROP TYPE mood;
 
 DROP TABLE jobs, bookings, bulk;
+
+-- A key changed by another BEFORE UPDATE row trigger, not by the UPDATE's
+-- SET list.  Without such triggers the guard's key check is AFTER UPDATE OF
+-- the key columns; creating one (before or after the guard in firing order)
+-- turns it into AFTER UPDATE WHEN the key changed, which sees the change.
+CREATE FUNCTION move_key() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.v = 'move' THEN
+		NEW.id := 2;
+	END IF;
+	RETURN NEW;
+END
+$$;
+CREATE TABLE moved_first (id int PRIMARY KEY, v text);
+CREATE TABLE moved_last (LIKE moved_first);
+ALTER TABLE moved_last ADD PRIMARY KEY (id);
+SELECT fencing.protect('moved_first'), fencing.protect('moved_last');
+SELECT tgrelid::regclass, tgqual IS NOT NULL AS when_form, tgattr FROM pg_trigger
+WHERE tgname = 'fencing_guard_key_changes' AND tgrelid IN ('moved_first'::regclass, 'moved_last'::regclass)
+ORDER BY 1::text;
+INSERT INTO moved_first VALUES (1, 'a', 10), (2, 'b', 10);
+INSERT INTO moved_last VALUES (1, 'a', 10), (2, 'b', 10);
+BEGIN;
+SET LOCAL fencing.token = 50;
+DELETE FROM moved_first WHERE id = 2;
+DELETE FROM moved_last WHERE id = 2;
+COMMIT;
+CREATE TRIGGER a_move BEFORE UPDATE ON moved_first FOR EACH ROW EXECUTE FUNCTION move_key();
+CREATE TRIGGER z_move BEFORE UPDATE ON moved_last FOR EACH ROW EXECUTE FUNCTION move_key();
+SELECT tgrelid::regclass, tgqual IS NOT NULL AS when_form, tgattr FROM pg_trigger
+WHERE tgname = 'fencing_guard_key_changes' AND tgrelid IN ('moved_first'::regclass, 'moved_last'::regclass)
+ORDER BY 1::text;
+-- Key 1 becomes key 2, deleted under 50: refused under 20, accepted under 60.
+BEGIN;
+SET LOCAL fencing.token = 20;
+UPDATE moved_first SET v = 'move' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = 20;
+UPDATE moved_last SET v = 'move' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = 60;
+UPDATE moved_first SET v = 'move' WHERE id = 1;
+UPDATE moved_last SET v = 'move' WHERE id = 1;
+COMMIT;
+SELECT * FROM moved_first UNION ALL SELECT * FROM moved_last;
+-- A trigger created where the event trigger does not fire (replica role):
+-- the guard refuses UPDATEs (55000) until protect() runs again.
+CREATE TABLE moved_quietly (LIKE moved_first);
+ALTER TABLE moved_quietly ADD PRIMARY KEY (id);
+SELECT fencing.protect('moved_quietly');
+INSERT INTO moved_quietly VALUES (1, 'a', 10), (2, 'b', 10);
+BEGIN;
+SET LOCAL fencing.token = 50;
+DELETE FROM moved_quietly WHERE id = 2;
+COMMIT;
+SET session_replication_role = replica;
+CREATE TRIGGER z_move BEFORE UPDATE ON moved_quietly FOR EACH ROW EXECUTE FUNCTION move_key();
+RESET session_replication_role;
+BEGIN;
+SET LOCAL fencing.token = 20;
+UPDATE moved_quietly SET v = 'move' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT fencing.protect('moved_quietly');
+BEGIN;
+SET LOCAL fencing.token = 20;
+UPDATE moved_quietly SET v = 'move' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+DROP TABLE moved_first, moved_last, moved_quietly;
+DROP FUNCTION move_key();

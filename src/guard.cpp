@@ -29,6 +29,7 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "utils/datum.h"
@@ -85,6 +86,7 @@ struct TableInfo {
 	bool floor_known;
 	int64 floor;           /* no write presents a token below it (compact(), TRUNCATE) */
 	PendingCount *counter; /* its accepted writes, for fencing.stats */
+	bool key_changes_unseen; /* other BEFORE UPDATE row triggers, key check without WHEN */
 	Lend *lend;
 };
 FENCING_PLAIN_DATA(TableInfo);
@@ -110,6 +112,30 @@ Lend *lend_next(TableInfo *info, bool from_insert, int64 token)
 	return lend;
 }
 
+/*
+ * Can another BEFORE UPDATE row trigger change a row's key where the guard's
+ * AFTER UPDATE trigger does not look?  That trigger is AFTER UPDATE OF the
+ * key columns unless the table has other BEFORE UPDATE row triggers, and then
+ * AFTER UPDATE WHEN the key changed (fencing._guard_key_changes(), kept so by
+ * protect() and the event trigger on CREATE TRIGGER).  A trigger created
+ * where the event trigger did not fire leaves the cheap form in place.
+ */
+bool key_changes_unseen(TriggerData *trigger)
+{
+	const TriggerDesc *triggers = trigger->tg_relation->trigdesc;
+	bool others = false, when = false;
+	for (int i = 0; triggers != nullptr && i < triggers->numtriggers; i++) {
+		const Trigger &t = triggers->triggers[i];
+		if (t.tgfoid != trigger->tg_trigger->tgfoid)
+			others |= TRIGGER_TYPE_MATCHES(t.tgtype, TRIGGER_TYPE_ROW, TRIGGER_TYPE_BEFORE,
+			                               TRIGGER_TYPE_UPDATE);
+		else if (TRIGGER_TYPE_MATCHES(t.tgtype, TRIGGER_TYPE_ROW, TRIGGER_TYPE_AFTER,
+		                              TRIGGER_TYPE_UPDATE))
+			when |= t.tgqual != nullptr;
+	}
+	return others && !when;
+}
+
 /* The settings and key columns of the trigger's table, kept in fn_extra for the statement. */
 TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 {
@@ -125,6 +151,7 @@ TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 		info->key = key_columns(pk);
 		index_close(pk, AccessShareLock);
 		info->counter = relation_counter(trigger->tg_relation);
+		info->key_changes_unseen = key_changes_unseen(trigger);
 		/*
 		 * A Citus shard of a table protected before Citus distributed it:
 		 * its marks would stay behind when the shard moves.
@@ -289,6 +316,15 @@ Datum guard_insert(const Write &w)
 
 Datum guard_update(const Write &w, const Lend *taken)
 {
+	if (w.info->key_changes_unseen)
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("relation \"%s\" has BEFORE UPDATE triggers whose key changes the guard "
+		                "does not check",
+		                RelationGetRelationName(w.rel)),
+		         errdetail("A trigger was created where the extension's event trigger did not "
+		                   "fire (session_replication_role = replica, or event triggers disabled)."),
+		         errhint("Run fencing.protect() on the protected table again.")));
 	HeapTuple old_row = w.trigger->tg_trigtuple;
 	HeapTuple new_row = w.trigger->tg_newtuple;
 	int64 stored = bar(w, stored_token(w.rel, old_row, w.fence->token_attnum));
