@@ -342,5 +342,19 @@ SET LOCAL fencing.token = 20;
 UPDATE moved_quietly SET v = 'move' WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
-DROP TABLE moved_first, moved_last, moved_quietly;
+-- A stored generated key column changes when its inputs do: AFTER UPDATE OF
+-- the key columns fires for it too.
+CREATE TABLE generated_keys (a int NOT NULL, id int GENERATED ALWAYS AS (a * 10) STORED PRIMARY KEY, v text);
+SELECT fencing.protect('generated_keys');
+INSERT INTO generated_keys (a, v, last_fencing_token) VALUES (1, 'x', 10), (2, 'y', 10);
+BEGIN;
+SET LOCAL fencing.token = 50;
+DELETE FROM generated_keys WHERE a = 2;
+COMMIT;
+BEGIN;
+SET LOCAL fencing.token = 20;
+UPDATE generated_keys SET a = 2 WHERE a = 1;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+DROP TABLE moved_first, moved_last, moved_quietly, generated_keys;
 DROP FUNCTION move_key();
