@@ -391,21 +391,17 @@ BEGIN
 	LOOP
 		PERFORM fencing._check_guarded(rel);
 		PERFORM fencing._guard_truncate(rel);
-		PERFORM fencing._guard_key_changes(rel);
+		PERFORM fencing._guard_key_changes_near(rel);
 	END LOOP;
-	-- A BEFORE UPDATE row trigger (tgtype 19) on a protected table or on a
-	-- partition of one can change keys the UPDATE does not name: the guard's
-	-- key check takes the form that sees them.
+	-- A BEFORE UPDATE row trigger (tgtype 19) on a protected table, above or
+	-- below one, can change keys the UPDATE does not name: the guard's key
+	-- check takes the form that sees them.
 	FOR rel IN
-		SELECT DISTINCT g.tgrelid::regclass FROM pg_event_trigger_ddl_commands() c
+		SELECT DISTINCT t.tgrelid::regclass FROM pg_event_trigger_ddl_commands() c
 		JOIN pg_trigger t ON c.classid = 'pg_trigger'::regclass AND t.oid = c.objid
-		JOIN pg_trigger g ON g.tgname = 'fencing_guard' AND g.tgparentid = 0
-		                 AND g.tgfoid = 'fencing.guard()'::regprocedure
-		                 AND (g.tgrelid = t.tgrelid
-		                      OR g.tgrelid IN (SELECT a.relid FROM pg_partition_ancestors(t.tgrelid) a))
 		WHERE t.tgfoid <> 'fencing.guard()'::regprocedure AND (t.tgtype::int & 19) = 19
 	LOOP
-		PERFORM fencing._guard_key_changes(rel);
+		PERFORM fencing._guard_key_changes_near(rel);
 	END LOOP;
 END
 $$;
@@ -563,6 +559,55 @@ $$;
 COMMENT ON FUNCTION fencing._citus_marks(regclass) IS
 'internal: the marks table of a Citus distributed table, made if missing; NULL for local tables';
 
+-- Errors while a partition of the table is being detached concurrently:
+-- triggers made on the table now would not reach it, and it would keep its
+-- rows unguarded until the detach is finished.
+CREATE FUNCTION fencing._refuse_pending_detach(target regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	pending regclass;
+BEGIN
+	SELECT i.inhrelid::regclass INTO pending FROM pg_inherits i
+	WHERE i.inhdetachpending AND i.inhparent IN (SELECT t.relid FROM fencing._tree(target) t)
+	LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'partition "%" of protected table "%" is being detached', pending, target
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      HINT = 'Finish the detach first: ALTER TABLE ... DETACH PARTITION ... FINALIZE.';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing._refuse_pending_detach(regclass) IS
+'internal: refuses to remake the guard while a partition is being detached concurrently';
+
+-- _guard_key_changes() for every protected table whose tree a change to
+-- `rel` (a trigger on it, a partition attached to it) reaches: rel itself,
+-- the partitioned tables above it and the partitions below it.
+CREATE FUNCTION fencing._guard_key_changes_near(rel regclass)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	protected regclass;
+BEGIN
+	FOR protected IN
+		SELECT DISTINCT g.tgrelid::regclass FROM pg_trigger g
+		WHERE g.tgname = 'fencing_guard' AND g.tgparentid = 0
+		  AND g.tgfoid = 'fencing.guard()'::regprocedure
+		  AND (g.tgrelid IN (SELECT a.relid FROM pg_partition_ancestors(rel) a)
+		       OR g.tgrelid IN (SELECT t.relid FROM fencing._tree(rel) t))
+	LOOP
+		PERFORM fencing._guard_key_changes(protected);
+	END LOOP;
+END
+$$;
+COMMENT ON FUNCTION fencing._guard_key_changes_near(regclass) IS
+'internal: _guard_key_changes() for the protected tables above and below a relation';
+
 -- The AFTER UPDATE trigger that checks a changed key against the marks of
 -- its deletions and the table's floor.  It must run after the new key is in
 -- the primary key index, so that a write racing the DELETE of that key waits
@@ -604,6 +649,9 @@ BEGIN
 	IF has_when = by_triggers THEN
 		RETURN;
 	END IF;
+	PERFORM fencing._refuse_pending_detach(target);
+	-- No primary key (a key column dropped with CASCADE): the error that says so.
+	PERFORM fencing._key_change_condition(target);
 	IF unsafe_triggers = 'off' THEN
 		PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
 	END IF;
@@ -678,6 +726,7 @@ BEGIN
 			USING ERRCODE = 'wrong_object_type';
 	END IF;
 	PERFORM fencing._refuse_partition_guard(target);
+	PERFORM fencing._refuse_pending_detach(target);
 	SELECT t.tgrelid::regclass INTO parent FROM pg_partition_tree(target) p
 	JOIN pg_trigger t ON t.tgrelid = p.relid
 	WHERE p.relid <> target AND t.tgname = 'fencing_guard' AND t.tgparentid = 0;

@@ -356,5 +356,56 @@ SET LOCAL fencing.token = 20;
 UPDATE generated_keys SET a = 2 WHERE a = 1;
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
-DROP TABLE moved_first, moved_last, moved_quietly, generated_keys;
+-- The form follows triggers anywhere in the tree: a partition attached one
+-- level down with its own trigger, a trigger on an unprotected parent of a
+-- table protected on its own, a protected table attached under a parent
+-- that has one.
+CREATE TABLE deep (id int PRIMARY KEY, v text) PARTITION BY RANGE (id);
+CREATE TABLE deep_mid PARTITION OF deep FOR VALUES FROM (0) TO (100) PARTITION BY RANGE (id);
+CREATE TABLE deep_low PARTITION OF deep_mid FOR VALUES FROM (0) TO (50);
+SELECT fencing.protect('deep');
+CREATE TABLE deep_leaf (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0);
+CREATE TRIGGER z_move BEFORE UPDATE ON deep_leaf FOR EACH ROW EXECUTE FUNCTION move_key();
+ALTER TABLE deep_mid ATTACH PARTITION deep_leaf FOR VALUES FROM (50) TO (100);
+CREATE TABLE above (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0) PARTITION BY RANGE (id);
+CREATE TABLE above_1 PARTITION OF above FOR VALUES FROM (0) TO (100);
+SELECT fencing.protect('above_1');
+CREATE TRIGGER z_move BEFORE UPDATE ON above FOR EACH ROW EXECUTE FUNCTION move_key();
+CREATE TABLE under (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0) PARTITION BY RANGE (id);
+CREATE TRIGGER z_move BEFORE UPDATE ON under FOR EACH ROW EXECUTE FUNCTION move_key();
+CREATE TABLE under_1 (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0);
+SELECT fencing.protect('under_1');
+ALTER TABLE under ATTACH PARTITION under_1 FOR VALUES FROM (0) TO (100);
+SELECT tgrelid::regclass, tgqual IS NOT NULL AS when_form FROM pg_trigger
+WHERE tgname = 'fencing_guard_key_changes' AND tgrelid IN ('deep'::regclass, 'above_1'::regclass, 'under_1'::regclass)
+ORDER BY 1::text;
+INSERT INTO deep VALUES (60, 'a', 10);
+INSERT INTO above VALUES (1, 'a', 10), (2, 'b', 10);
+INSERT INTO under VALUES (1, 'a', 10), (2, 'b', 10);
+BEGIN;
+SET LOCAL fencing.token = 50;
+DELETE FROM above WHERE id = 2;
+DELETE FROM under WHERE id = 2;
+COMMIT;
+BEGIN;
+SET LOCAL fencing.token = 60;
+UPDATE deep SET v = 'x' WHERE id = 60;
+COMMIT;
+BEGIN;
+SET LOCAL fencing.token = 20;
+UPDATE above SET v = 'move' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = 20;
+UPDATE under SET v = 'move' WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+-- Dropping the key column with CASCADE takes the key-change trigger along:
+-- refused, saying why.
+CREATE TABLE keyless (id int PRIMARY KEY, k2 int NOT NULL, v text);
+SELECT fencing.protect('keyless');
+ALTER TABLE keyless DROP COLUMN id CASCADE;
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE moved_first, moved_last, moved_quietly, generated_keys, deep, above, under, keyless;
 DROP FUNCTION move_key();

@@ -118,22 +118,27 @@ Lend *lend_next(TableInfo *info, bool from_insert, int64 token)
  * key columns unless the table has other BEFORE UPDATE row triggers, and then
  * AFTER UPDATE WHEN the key changed (fencing._guard_key_changes(), kept so by
  * protect() and the event trigger on CREATE TRIGGER).  A trigger created
- * where the event trigger did not fire leaves the cheap form in place.
+ * where the event trigger did not fire leaves the cheap form in place; a
+ * partition being detached concurrently may have lost the trigger.
  */
 bool key_changes_unseen(TriggerData *trigger)
 {
 	const TriggerDesc *triggers = trigger->tg_relation->trigdesc;
-	bool others = false, when = false;
+	const char name[] = "fencing_guard_key_changes"; /* on a Citus shard, with a suffix */
+	bool others = false, checked = false, when = false;
 	for (int i = 0; triggers != nullptr && i < triggers->numtriggers; i++) {
 		const Trigger &t = triggers->triggers[i];
 		if (t.tgfoid != trigger->tg_trigger->tgfoid)
 			others |= TRIGGER_TYPE_MATCHES(t.tgtype, TRIGGER_TYPE_ROW, TRIGGER_TYPE_BEFORE,
 			                               TRIGGER_TYPE_UPDATE);
 		else if (TRIGGER_TYPE_MATCHES(t.tgtype, TRIGGER_TYPE_ROW, TRIGGER_TYPE_AFTER,
-		                              TRIGGER_TYPE_UPDATE))
+		                              TRIGGER_TYPE_UPDATE) &&
+		         strncmp(t.tgname, name, sizeof(name) - 1) == 0) {
+			checked = true;
 			when |= t.tgqual != nullptr;
+		}
 	}
-	return others && !when;
+	return !checked || (others && !when);
 }
 
 /* The settings and key columns of the trigger's table, kept in fn_extra for the statement. */
@@ -319,11 +324,12 @@ Datum guard_update(const Write &w, const Lend *taken)
 	if (w.info->key_changes_unseen)
 		ereport(ERROR,
 		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		         errmsg("relation \"%s\" has BEFORE UPDATE triggers whose key changes the guard "
-		                "does not check",
+		         errmsg("the guard of relation \"%s\" does not check every key change",
 		                RelationGetRelationName(w.rel)),
-		         errdetail("A trigger was created where the extension's event trigger did not "
-		                   "fire (session_replication_role = replica, or event triggers disabled)."),
+		         errdetail("Its AFTER UPDATE trigger fencing_guard_key_changes is missing, or "
+		                   "does not see keys changed by the relation's other BEFORE UPDATE "
+		                   "triggers (created where the extension's event trigger did not fire, "
+		                   "such as under session_replication_role = replica)."),
 		         errhint("Run fencing.protect() on the protected table again.")));
 	HeapTuple old_row = w.trigger->tg_trigtuple;
 	HeapTuple new_row = w.trigger->tg_newtuple;

@@ -3,6 +3,7 @@
  * extension owner's rights through prepared plans.
  */
 #include "marks.hpp"
+#include "table.hpp"
 #include "spi.hpp"
 
 extern "C" {
@@ -148,8 +149,7 @@ int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snap
 
 MarkScope mark_scope(Relation rel)
 {
-	List *ancestors = rel->rd_rel->relispartition ? get_partition_ancestors(RelationGetRelid(rel))
-	                                              : NIL;
+	List *ancestors = partition_ancestors(rel);
 	MarkScope scope;
 	scope.count = 1 + list_length(ancestors);
 	scope.relids = static_cast<Oid *>(palloc(sizeof(Oid) * scope.count));

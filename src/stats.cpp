@@ -7,6 +7,7 @@
  * longest ago makes room.
  */
 #include "stats.hpp"
+#include "table.hpp"
 #include "errors.hpp"
 
 extern "C" {
@@ -229,8 +230,11 @@ Oid counted_relation(Relation rel)
 	TriggerDesc *triggers = rel->trigdesc;
 	for (int i = 0; triggers != nullptr && i < triggers->numtriggers; i++) {
 		const Trigger *trigger = &triggers->triggers[i];
-		if (trigger->tgisclone && strcmp(trigger->tgname, "fencing_guard") == 0)
-			return llast_oid(get_partition_ancestors(RelationGetRelid(rel)));
+		if (trigger->tgisclone && strcmp(trigger->tgname, "fencing_guard") == 0) {
+			List *ancestors = partition_ancestors(rel);
+			if (ancestors != NIL)
+				return llast_oid(ancestors);
+		}
 	}
 	return RelationGetRelid(rel);
 }

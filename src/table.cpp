@@ -161,12 +161,23 @@ const char *key_equality_operator(Relation pk, int column)
 	return text;
 }
 
+List *partition_ancestors(Relation rel)
+{
+	List *ancestors = NIL;
+	Oid relid = RelationGetRelid(rel);
+	while (get_rel_relispartition(relid)) {
+		relid = get_partition_parent(relid, true);
+		ancestors = lappend_oid(ancestors, relid);
+	}
+	return ancestors;
+}
+
 bool may_read(Relation rel, int ncolumns, const AttrNumber *attnums)
 {
 	Oid user = GetUserId();
 	List *relids = list_make1_oid(RelationGetRelid(rel));
 	if (rel->rd_rel->relispartition)
-		relids = list_concat(relids, get_partition_ancestors(RelationGetRelid(rel)));
+		relids = list_concat(relids, partition_ancestors(rel));
 	bool readable = false;
 	ListCell *cell;
 	foreach (cell, relids) {

@@ -70,6 +70,14 @@ void key_values(Relation rel, const KeyColumns &key, HeapTuple tuple, Datum *val
 const char *key_equality_operator(Relation pk, int column);
 
 /*
+ * The partitioned tables above a partition, nearest first (NIL for a table
+ * that is not a partition), including one it is being detached from
+ * concurrently (get_partition_ancestors() stops there): until the detach is
+ * finished the partition's rows are still that table's.
+ */
+List *partition_ancestors(Relation rel);
+
+/*
  * May the current user read these columns of `rel`: SELECT on the table or
  * the columns, directly or through a partition ancestor, and no row-level
  * security in the way?  Messages show key values and tokens only then.
