@@ -49,6 +49,48 @@ ALTER TABLE people DROP CONSTRAINT people_pkey, ADD PRIMARY KEY (email);
 ALTER TABLE people DROP CONSTRAINT people_pkey;
 \echo :LAST_ERROR_SQLSTATE
 
+-- The key's columns in another order name every key differently: the marks
+-- of the old order cannot be looked up, so their highest token becomes the
+-- floor for new keys.  In both forms of the key-change trigger.
+CREATE TABLE pairs (a int, b int, v text, PRIMARY KEY (a, b));
+CREATE TABLE pairs_triggered (LIKE pairs);
+ALTER TABLE pairs_triggered ADD PRIMARY KEY (a, b);
+CREATE FUNCTION t.touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER touch BEFORE UPDATE ON pairs_triggered FOR EACH ROW EXECUTE FUNCTION t.touch();
+SELECT fencing.protect('pairs'), fencing.protect('pairs_triggered');
+INSERT INTO pairs VALUES (1, 2, 'x', 10);
+INSERT INTO pairs_triggered VALUES (1, 2, 'x', 10);
+BEGIN;
+SET LOCAL fencing.token = 50;
+DELETE FROM pairs;
+DELETE FROM pairs_triggered;
+COMMIT;
+-- Other DDL leaves the key, and the floor, alone.
+ALTER TABLE pairs ADD COLUMN note text;
+ALTER TABLE pairs_triggered ADD COLUMN note text;
+SELECT count(*) AS floors FROM fencing.floors WHERE relid IN ('pairs'::regclass, 'pairs_triggered'::regclass);
+ALTER TABLE pairs DROP CONSTRAINT pairs_pkey, ADD PRIMARY KEY (b, a);
+ALTER TABLE pairs_triggered DROP CONSTRAINT pairs_triggered_pkey, ADD PRIMARY KEY (b, a);
+SELECT relid, token FROM fencing.floors
+WHERE relid IN ('pairs'::regclass, 'pairs_triggered'::regclass) ORDER BY relid::text;
+BEGIN;
+SET LOCAL fencing.token = 20;
+INSERT INTO pairs VALUES (1, 2, 'zombie');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = 20;
+INSERT INTO pairs_triggered VALUES (1, 2, 'zombie');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = 60;
+INSERT INTO pairs VALUES (1, 2, 'new');
+INSERT INTO pairs_triggered VALUES (1, 2, 'new');
+COMMIT;
+DROP TABLE pairs, pairs_triggered;
+DROP FUNCTION t.touch();
+
 -- A rule that rewrites UPDATE: fenced_update() says so (0A000).
 CREATE TABLE ruled (id int PRIMARY KEY, v text);
 SELECT fencing.protect('ruled');

@@ -298,14 +298,29 @@ BEGIN
 	               WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard_key_changes') THEN
 		RETURN;
 	END IF;
-	-- The primary key changed: the guard must follow it (and refuse a key it cannot mark).
-	SELECT array_agg(d.refobjsubid ORDER BY d.refobjsubid) INTO depends
-	FROM pg_trigger t JOIN pg_depend d ON d.classid = 'pg_trigger'::regclass AND d.objid = t.oid
-	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard_key_changes'
-	  AND d.refclassid = 'pg_class'::regclass AND d.refobjid = rel AND d.refobjsubid > 0;
-	SELECT array_agg(k ORDER BY k) INTO key
-	FROM pg_index i, unnest(i.indkey) k WHERE i.indrelid = rel AND i.indisprimary;
+	-- The primary key changed, its columns or their order: the guard must
+	-- follow it (and refuse a key it cannot mark).  The key-change trigger
+	-- names the key columns it was made for, in order: UPDATE OF them, or
+	-- in its WHEN condition, each as OLD.c then NEW.c.
+	SELECT CASE WHEN cardinality(t.tgattr::int2[]) > 0 THEN ARRAY(SELECT unnest(t.tgattr::int2[]))
+	            ELSE ARRAY(SELECT m.v[1]::int2 FROM regexp_matches(t.tgqual, ':varattno (\d+)', 'g')
+	                                                WITH ORDINALITY m(v, n)
+	                       WHERE m.n % 2 = 1 ORDER BY m.n) END INTO depends
+	FROM pg_trigger t
+	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard_key_changes';
+	SELECT ARRAY(SELECT k.a FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(a, n)
+	             WHERE k.n <= i.indnkeyatts ORDER BY k.n) INTO key
+	FROM pg_index i WHERE i.indrelid = rel AND i.indisprimary;
 	IF depends IS DISTINCT FROM key THEN
+		-- Marks name deleted keys by the old key's values in its column
+		-- order, which the new key cannot look up: their highest token
+		-- becomes the floor for new keys, as after a TRUNCATE.
+		INSERT INTO fencing.floors (relid, token)
+		SELECT rel, max(d.token) FROM fencing.deleted_keys d
+		WHERE d.relid IN (SELECT t.relid FROM fencing._tree(rel) t)
+		HAVING max(d.token) IS NOT NULL
+		ON CONFLICT (relid) DO UPDATE SET token = EXCLUDED.token, raised_at = now()
+		WHERE floors.token < EXCLUDED.token;
 		PERFORM fencing.protect(rel, settings.token_column, settings.mode);
 	END IF;
 END
