@@ -1,7 +1,7 @@
 # fencing: a PGXS build of a C++17 extension.
 
 EXTENSION = fencing
-EXTVERSION = 0.2.0
+EXTVERSION = 0.3.0
 MODULE_big = fencing
 OBJS = \
 	src/compact.o \
@@ -27,7 +27,7 @@ OBJS = \
 	src/upgrade.o
 
 # One full script per release, plus an upgrade script from every earlier one.
-DATA = sql/fencing--$(EXTVERSION).sql sql/fencing--0.1.0--0.2.0.sql
+DATA = sql/fencing--$(EXTVERSION).sql sql/fencing--0.2.0.sql sql/fencing--0.1.0--0.2.0.sql sql/fencing--0.2.0--0.3.0.sql
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
 REGRESS = setup token_scope split_brain guard modes inputs marks lending truncate fenced_update leases fence clock compact \
