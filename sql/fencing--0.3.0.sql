@@ -1050,49 +1050,14 @@ REVOKE ALL ON fencing.resource_floors FROM PUBLIC;
 COMMENT ON TABLE fencing.resource_floors IS
 'floors of resources whose name starts with prefix: fence() refuses and acquire() issues no token below them';
 
+-- In C (src/compact.cpp), SECURITY DEFINER: the tables it writes are the
+-- extension owner's.  A floor is a token: not more than one above every token
+-- the resources have seen and the clock, with arithmetic that cannot overflow.
 CREATE FUNCTION fencing.compact_resources(below bigint, prefix text DEFAULT '')
 RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	leases bigint;
-	fences bigint;
-BEGIN
-	IF below IS NULL OR prefix IS NULL THEN
-		RAISE EXCEPTION 'below and prefix must not be null' USING ERRCODE = 'null_value_not_allowed';
-	END IF;
-	IF below <= 0 THEN
-		RAISE EXCEPTION 'below must be a positive token, got %', below
-			USING ERRCODE = 'invalid_parameter_value';
-	END IF;
-	-- A floor never comes down: not more than one above every token these
-	-- resources have seen and above the clock (the tokens of acquire()).
-	IF below > 9007199254740991 OR below > 1 + greatest(
-	       (extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
-	       (SELECT max(r.token) FROM fencing.resources r WHERE starts_with(r.resource, compact_resources.prefix)),
-	       (SELECT max(f.token) FROM fencing.fences f WHERE starts_with(f.resource, compact_resources.prefix))) THEN
-		RAISE EXCEPTION 'floor % is above every token the resources have seen', below
-			USING ERRCODE = 'invalid_parameter_value',
-			      HINT = 'Pick a floor below the token of every holder still working.';
-	END IF;
-	INSERT INTO fencing.resource_floors AS f (prefix, token)
-	VALUES (compact_resources.prefix, compact_resources.below)
-	ON CONFLICT ON CONSTRAINT resource_floors_pkey
-	DO UPDATE SET token = EXCLUDED.token, raised_at = now()
-	WHERE f.token < EXCLUDED.token;
-	-- Idle leases below the floor (a live one is someone's), and fences below it.
-	DELETE FROM fencing.resources r
-	WHERE starts_with(r.resource, compact_resources.prefix)
-	  AND coalesce(r.token, 0) < compact_resources.below
-	  AND NOT (NOT r.released AND r.expires_at > clock_timestamp());
-	GET DIAGNOSTICS leases = ROW_COUNT;
-	DELETE FROM fencing.fences f
-	WHERE starts_with(f.resource, compact_resources.prefix) AND f.token < compact_resources.below;
-	GET DIAGNOSTICS fences = ROW_COUNT;
-	RETURN leases + fences;
-END
-$$;
+AS 'MODULE_PATHNAME', 'compact_resources'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION fencing.compact_resources(bigint, text) FROM PUBLIC;
 COMMENT ON FUNCTION fencing.compact_resources(bigint, text) IS
 'raises the floor of resources named prefix...: removes their idle leases and fences below it; returns how many';

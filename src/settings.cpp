@@ -13,6 +13,7 @@
  * token to the next client's write.
  */
 #include "settings.hpp"
+#include "token.hpp"
 #include "tokens.hpp"
 #include "citus.hpp"
 #include "merge.hpp"
@@ -40,7 +41,12 @@ char *token_text = nullptr;
 TokenValue token_value = {0, false};
 const config_generic *token_setting = nullptr;
 
-/* fencing.token must be empty (unset) or a positive bigint. */
+/*
+ * fencing.token must be empty (unset) or a bigint in the token domain
+ * (fencing::token_domain_error(), as for every other token).  A check hook
+ * reports an error rather than raising it: a bad value in postgresql.conf
+ * or a role's settings is a warning there, not a failed start or login.
+ */
 bool check_token(char **newval, void **extra, GucSource source)
 {
 	int64 parsed = 0;
@@ -51,8 +57,11 @@ bool check_token(char **newval, void **extra, GucSource source)
 		parsed = strtoi64(text, &end, 10);
 		while (end != nullptr && isspace((unsigned char)*end))
 			end++;
-		if (errno != 0 || end == nullptr || end == text || *end != '\0' || parsed <= 0) {
-			GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		bool bigint = errno == 0 && end != nullptr && end != text && *end == '\0';
+		int code = bigint ? fencing::token_domain_error(false, parsed)
+		                  : ERRCODE_INVALID_PARAMETER_VALUE;
+		if (code != 0) {
+			GUC_check_errcode(code);
 			GUC_check_errmsg("invalid value for parameter \"fencing.token\": \"%s\"", text);
 			GUC_check_errdetail("fencing.token must be a positive bigint.");
 			return false;

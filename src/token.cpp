@@ -21,17 +21,27 @@ bool parse_mode(const char *text, Mode *mode)
 	return true;
 }
 
-int64 require_token(Datum value, bool isnull, const char *what)
+const char *const token_domain_hint = "Fencing tokens are positive bigint values.";
+
+int token_domain_error(bool isnull, int64 value)
 {
 	if (isnull)
+		return ERRCODE_NULL_VALUE_NOT_ALLOWED;
+	if (value <= 0)
+		return ERRCODE_INVALID_PARAMETER_VALUE;
+	return 0;
+}
+
+int64 require_token(Datum value, bool isnull, const char *what)
+{
+	int64 token = isnull ? 0 : DatumGetInt64(value);
+	int code = token_domain_error(isnull, token);
+	if (code != 0)
 		ereport(ERROR,
-		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", what),
-		         errhint("Fencing tokens are positive bigint values.")));
-	int64 token = DatumGetInt64(value);
-	if (token <= 0)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-		                errmsg("%s must be positive, got " INT64_FORMAT, what, token),
-		                errhint("Fencing tokens are positive bigint values.")));
+		        (errcode(code),
+		         isnull ? errmsg("%s must not be null", what)
+		                : errmsg("%s must be positive, got " INT64_FORMAT, what, token),
+		         errhint("%s", token_domain_hint)));
 	return token;
 }
 

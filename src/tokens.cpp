@@ -17,6 +17,7 @@
  */
 #include "tokens.hpp"
 #include "spi.hpp"
+#include "token.hpp"
 
 #include <algorithm>
 
@@ -108,13 +109,13 @@ Grant grants[max_grants_named];
 int ngrants = 0;       /* how many of grants[] are used */
 int64 grants_total = 0; /* grants of this transaction, also beyond grants[] */
 
-/* Tokens stay below 2^53, exact in a double (JavaScript, JSON); the clock is followed up to near there. */
-constexpr int64 max_token = (int64{1} << 53) - 1;
+/*
+ * The tokens acquire() issues stay below 2^53, exact in a double
+ * (JavaScript, JSON), though the domain goes on to 2^63 - 1 (token.hpp);
+ * the clock is followed up to near there.
+ */
+constexpr int64 max_issued_token = (int64{1} << 53) - 1;
 constexpr int64 max_clock_token = (int64{1} << 53) - (int64{1} << 40);
-
-/* Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01. */
-constexpr int64 unix_epoch_offset =
-    int64{POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE} * SECS_PER_DAY * USECS_PER_SEC;
 
 /*
  * The value the next token must exceed by the clock: now in microseconds
@@ -123,9 +124,9 @@ constexpr int64 unix_epoch_offset =
  */
 int64 clock_floor(bool first_on_history)
 {
-	int64 now = GetCurrentTimestamp() + unix_epoch_offset;
+	int64 now = clock_token();
 	if (first_on_history)
-		now += int64{failover_margin} * 1000;
+		now = saturating_add(now, int64{failover_margin} * 1000);
 	if (now > max_clock_token) {
 		ereport(WARNING, (errmsg("the server clock is beyond what tokens can follow"),
 		                  errdetail("Tokens stay below 2^53; they now only increase by one per grant."),
@@ -335,7 +336,29 @@ void make_durable(XLogRecPtr lsn)
 }
 
 
+/*
+ * Refuses to issue a token above `lower` when that token would pass 2^53 - 1
+ * - before the sequence is set forward to it, which no rollback would undo.
+ */
+void require_issuable(int64 lower)
+{
+	if (lower >= max_issued_token)
+		ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+		                errmsg("the next fencing token would exceed 2^53 - 1"),
+		                errdetail("fencing.token_seq, or a resource's last token or floor, is at "
+		                          INT64_FORMAT ".", lower),
+		                errhint("Tokens stay below 2^53 so that every client reads them exactly.")));
+}
+
 } // namespace
+
+int64 clock_token()
+{
+	/* Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01. */
+	constexpr int64 unix_epoch_offset =
+	    int64{POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE} * SECS_PER_DAY * USECS_PER_SEC;
+	return saturating_add(GetCurrentTimestamp(), unix_epoch_offset);
+}
 
 int64 issue_token(int64 floor)
 {
@@ -365,26 +388,24 @@ int64 issue_token(int64 floor)
 	}
 	int64 lower = std::max(floor, clock_floor(false));
 	if (token <= lower) {
+		require_issuable(lower);
 		(void)LockAcquire(&tag, ExclusiveLock, false, false);
 		if (!history_current(history, key)) {
 			first_on_history = true;
 			lower = std::max(floor, clock_floor(true));
+			require_issuable(lower);
 			DirectFunctionCall3(setval3_oid, ObjectIdGetDatum(history), Int64GetDatum(key),
 			                    BoolGetDatum(true));
 		}
 		token = nextval_internal(sequence, false);
 		if (token <= lower) {
-			token = lower + 1;
+			token = one_above(lower);
 			DirectFunctionCall3(setval3_oid, ObjectIdGetDatum(sequence), Int64GetDatum(token),
 			                    BoolGetDatum(true));
 		}
 		LockRelease(&tag, ExclusiveLock, false);
 	}
-	if (token > max_token)
-		ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-		                errmsg("the next fencing token would exceed 2^53 - 1"),
-		                errdetail("fencing.token_seq, or a resource's last token, was set that high."),
-		                errhint("Tokens stay below 2^53 so that every client reads them exactly.")));
+	require_issuable(token - 1);
 	make_durable(sequence_lsn(sequence));
 	note_grant(token);
 	if (first_on_history)

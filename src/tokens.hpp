@@ -21,6 +21,9 @@ namespace fencing
  */
 int64 issue_token(int64 floor);
 
+/* The server clock as tokens follow it: microseconds since 1970. */
+int64 clock_token();
+
 /* Defines fencing.failover_margin; from _PG_init. */
 void define_token_settings();
 
