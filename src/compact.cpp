@@ -172,9 +172,8 @@ FENCING_FUNCTION(compact_resources)
 {
 	int64 below = require_token(PG_GETARG_DATUM(0), PG_ARGISNULL(0), "below");
 	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("prefix must not be null"),
-		         errhint("The empty prefix names every resource.")));
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("prefix must not be null"),
+		                errhint("The empty prefix names every resource.")));
 	Datum prefix = PG_GETARG_DATUM(1);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "fencing: SPI_connect failed");
@@ -196,12 +195,12 @@ FENCING_FUNCTION(compact_resources)
 	                 " WHERE f.token OPERATOR(pg_catalog.<) EXCLUDED.token",
 	                 prefix, below, SPI_OK_INSERT);
 	/* Idle leases below the floor (a live one is someone's), and fences below it. */
-	uint64 removed = run_resource_sql(
-	    "DELETE FROM fencing.resources r"
-	    " WHERE pg_catalog.starts_with(r.resource, $1)"
-	    " AND COALESCE(r.token, 0) OPERATOR(pg_catalog.<) $2"
-	    " AND NOT (NOT r.released AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp())",
-	    prefix, below, SPI_OK_DELETE);
+	uint64 removed = run_resource_sql("DELETE FROM fencing.resources r"
+	                                  " WHERE pg_catalog.starts_with(r.resource, $1)"
+	                                  " AND COALESCE(r.token, 0) OPERATOR(pg_catalog.<) $2"
+	                                  " AND NOT (NOT r.released AND r.expires_at "
+	                                  "OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp())",
+	                                  prefix, below, SPI_OK_DELETE);
 	removed += run_resource_sql("DELETE FROM fencing.fences f"
 	                            " WHERE pg_catalog.starts_with(f.resource, $1)"
 	                            " AND f.token OPERATOR(pg_catalog.<) $2",

@@ -58,8 +58,8 @@ bool check_token(char **newval, void **extra, GucSource source)
 		while (end != nullptr && isspace((unsigned char)*end))
 			end++;
 		bool bigint = errno == 0 && end != nullptr && end != text && *end == '\0';
-		int code = bigint ? fencing::token_domain_error(false, parsed)
-		                  : ERRCODE_INVALID_PARAMETER_VALUE;
+		int code =
+		    bigint ? fencing::token_domain_error(false, parsed) : ERRCODE_INVALID_PARAMETER_VALUE;
 		if (code != 0) {
 			GUC_check_errcode(code);
 			GUC_check_errmsg("invalid value for parameter \"fencing.token\": \"%s\"", text);

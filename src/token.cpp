@@ -37,11 +37,10 @@ int64 require_token(Datum value, bool isnull, const char *what)
 	int64 token = isnull ? 0 : DatumGetInt64(value);
 	int code = token_domain_error(isnull, token);
 	if (code != 0)
-		ereport(ERROR,
-		        (errcode(code),
-		         isnull ? errmsg("%s must not be null", what)
-		                : errmsg("%s must be positive, got " INT64_FORMAT, what, token),
-		         errhint("%s", token_domain_hint)));
+		ereport(ERROR, (errcode(code),
+		                isnull ? errmsg("%s must not be null", what)
+		                       : errmsg("%s must be positive, got " INT64_FORMAT, what, token),
+		                errhint("%s", token_domain_hint)));
 	return token;
 }
 

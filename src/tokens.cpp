@@ -335,7 +335,6 @@ void make_durable(XLogRecPtr lsn)
 		                errdetail("The token was not returned and will never be issued.")));
 }
 
-
 /*
  * Refuses to issue a token above `lower` when that token would pass 2^53 - 1
  * - before the sequence is set forward to it, which no rollback would undo.
@@ -343,11 +342,13 @@ void make_durable(XLogRecPtr lsn)
 void require_issuable(int64 lower)
 {
 	if (lower >= max_issued_token)
-		ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-		                errmsg("the next fencing token would exceed 2^53 - 1"),
-		                errdetail("fencing.token_seq, or a resource's last token or floor, is at "
-		                          INT64_FORMAT ".", lower),
-		                errhint("Tokens stay below 2^53 so that every client reads them exactly.")));
+		ereport(ERROR,
+		        (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+		         errmsg("the next fencing token would exceed 2^53 - 1"),
+		         errdetail("A token must exceed " INT64_FORMAT " (fencing.token_seq, or "
+		                   "the resource's last token or floor).",
+		                   lower),
+		         errhint("Tokens stay below 2^53 so that every client reads them exactly.")));
 }
 
 } // namespace
