@@ -4,6 +4,9 @@ EXTENSION = fencing
 EXTVERSION = 0.3.0
 MODULE_big = fencing
 OBJS = \
+	src/rights.o \
+	src/registry.o \
+	src/ddl.o \
 	src/compact.o \
 	src/citus.o \
 	src/settings.o \
@@ -31,7 +34,7 @@ DATA = sql/fencing--$(EXTVERSION).sql sql/fencing--0.2.0.sql sql/fencing--0.1.0-
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
 REGRESS = setup token_scope split_brain guard modes inputs marks lending truncate fenced_update leases fence clock compact \
-	partitioned ddl security plan_cache nested stats
+	partitioned ddl security plan_cache nested stats token_domain registry
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 
 # isolation tests: test/isolation/specs/NAME.spec

@@ -50,6 +50,28 @@ REVOKE ALL ON fencing.floors FROM PUBLIC;
 COMMENT ON TABLE fencing.floors IS
 'table floors: no new key below token (TRUNCATE, DETACH, compact()), no write at all below compacted (compact())';
 
+-- The registry: the tables fencing.protect() guards, with their settings and
+-- the identity of the primary key their marks were made under (key columns
+-- in order, their types and collations).  Written only by protect(),
+-- unprotect() and the DDL the extension follows (src/ddl.cpp), with the
+-- extension owner's rights; the extension knows its tables from here, never
+-- from trigger names.  An unprotected table keeps its row (protected =
+-- false): protecting it again under another key identity raises its floor.
+CREATE TABLE fencing.registry (
+	relid regclass PRIMARY KEY,
+	token_column name NOT NULL CHECK (token_column <> ''),
+	mode text NOT NULL CHECK (mode IN ('monotonic', 'strict')),
+	protected boolean NOT NULL,
+	key_columns name[],
+	key_types regtype[],
+	key_collations regcollation[],
+	recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+SELECT pg_catalog.pg_extension_config_dump('fencing.registry', '');
+REVOKE ALL ON fencing.registry FROM PUBLIC;
+COMMENT ON TABLE fencing.registry IS
+'tables protected by fencing.protect() (and formerly protected ones), with their settings and key identity';
+
 -- Errors unless the table has an immediate primary key the guard can mark;
 -- returns the condition "the key changed" for the AFTER UPDATE trigger.
 CREATE FUNCTION fencing._key_change_condition(target regclass)
@@ -140,7 +162,7 @@ COMMENT ON FUNCTION fencing._refuse_partition_guard(regclass) IS
 
 -- TRUNCATE fires only statement triggers, which PostgreSQL does not clone to
 -- partitions: every partition of a protected table gets its own.
-CREATE FUNCTION fencing._guard_truncate(target regclass)
+CREATE FUNCTION fencing._guard_truncate(target regclass, token_column name, mode text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -164,226 +186,22 @@ BEGIN
 	END LOOP;
 END
 $$;
-COMMENT ON FUNCTION fencing._guard_truncate(regclass) IS
+COMMENT ON FUNCTION fencing._guard_truncate(regclass, name, text) IS
 'internal: gives a protected table and each of its partitions a BEFORE TRUNCATE guard';
 
--- The guard's settings on a relation (its own or cloned from a partitioned
--- table), read from the fencing_guard trigger's arguments.
-CREATE FUNCTION fencing._guard_settings(rel regclass, OUT token_column name, OUT mode text)
-RETURNS record
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-	-- Arguments: token column, mode, and on a Citus distributed table the id
-	-- of its marks table; each ends with a zero byte.
-	SELECT convert_from(substring(t.tgargs, 1, a.first - 1), getdatabaseencoding())::name,
-	       convert_from(substring(b.rest, 1, position('\x00'::bytea IN b.rest) - 1),
-	                    getdatabaseencoding())
-	FROM pg_trigger t,
-	     LATERAL (SELECT position('\x00'::bytea IN t.tgargs) AS first) a,
-	     LATERAL (SELECT substring(t.tgargs, a.first + 1) AS rest) b
-	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard' AND t.tgnargs IN (2, 3)
-	  AND t.tgfoid = 'fencing.guard()'::regprocedure
-$$;
-COMMENT ON FUNCTION fencing._guard_settings(regclass) IS
-'internal: token column and mode of a relation''s guard';
-
--- The partitions the current DDL command detached (only in a ddl_command_end
--- event trigger: the commands PostgreSQL collected can only be read in C).
-CREATE FUNCTION fencing._detached_partitions(OUT parent oid, OUT partition oid)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'detached_partitions'
-LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION fencing._detached_partitions() IS
-'internal: partitions detached by the current DDL command';
-REVOKE ALL ON FUNCTION fencing._detached_partitions() FROM PUBLIC;
-
--- A partition leaves a protected table: the table keeps what the partition
--- held.  Its marks (also those a table attached as a partition brought in)
--- are copied to the table and its ancestors, and the table's floor rises to
--- the partition's floor and to the highest token of the rows it takes away,
--- so that none of its keys can come back under an older token.
-CREATE FUNCTION fencing._keep_history(parent regclass, partition regclass)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	settings record;
-	scope oid[];
-	highest bigint;
-	rows_highest bigint;
-	leaf regclass;
-BEGIN
-	SELECT * INTO settings FROM fencing._guard_settings(parent);
-	IF settings.token_column IS NULL THEN
-		RETURN;
-	END IF;
-	scope := ARRAY(SELECT a.relid FROM pg_partition_ancestors(parent) a);
-	INSERT INTO fencing.deleted_keys (relid, key, token)
-	SELECT s, d.key, max(d.token)
-	FROM fencing.deleted_keys d, unnest(scope) s
-	WHERE d.relid IN (SELECT t.relid FROM fencing._tree(partition) t)
-	GROUP BY s, d.key
-	ON CONFLICT (relid, key) DO UPDATE SET token = EXCLUDED.token, deleted_at = now()
-	WHERE deleted_keys.token < EXCLUDED.token;
-	SELECT max(f.token) INTO highest FROM fencing.floors f
-	WHERE f.relid IN (SELECT t.relid FROM fencing._tree(partition) t);
-	FOR leaf IN SELECT t.relid FROM fencing._tree(partition) t WHERE t.isleaf LOOP
-		EXECUTE format('SELECT max(%I) FROM ONLY %s', settings.token_column, leaf) INTO rows_highest;
-		highest := greatest(highest, rows_highest);
-	END LOOP;
-	IF highest > 0 THEN
-		INSERT INTO fencing.floors (relid, token) SELECT s, highest FROM unnest(scope) s
-		ON CONFLICT (relid) DO UPDATE SET token = EXCLUDED.token, raised_at = now()
-		WHERE floors.token < EXCLUDED.token;
-	END IF;
-END
-$$;
-COMMENT ON FUNCTION fencing._keep_history(regclass, regclass) IS
-'internal: what a partition detached from a protected table leaves the table';
-
--- What DDL may not do to a protected table, and what it must keep up to date.
-CREATE FUNCTION fencing._check_guarded(rel regclass)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	settings record;
-	parent regclass;
-	own boolean;
-	depends int2[];
-	key int2[];
-BEGIN
-	-- An inheritance child of a protected table: its rows are the table's,
-	-- and it has no guard.
-	SELECT i.inhparent::regclass INTO parent
-	FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
-	WHERE i.inhrelid = rel AND p.relkind <> 'p'
-	  AND (fencing._guard_settings(i.inhparent)).token_column IS NOT NULL;
-	IF FOUND THEN
-		RAISE EXCEPTION 'relation "%" cannot inherit from protected table "%"', rel, parent
-			USING ERRCODE = 'feature_not_supported',
-			      DETAIL = 'Writes through the table reach the child, which has no guard.',
-			      HINT = 'Use declarative partitioning, whose partitions take the guard.';
-	END IF;
-	SELECT * INTO settings FROM fencing._guard_settings(rel);
-	IF settings.token_column IS NULL THEN
-		RETURN;
-	END IF;
-	IF EXISTS (SELECT FROM pg_class c WHERE c.oid = rel AND c.relpersistence = 'u') THEN
-		RAISE EXCEPTION 'protected relation "%" cannot be unlogged', rel
-			USING ERRCODE = 'feature_not_supported',
-			      DETAIL = 'An unlogged table loses its rows in a crash, and with them their tokens.';
-	END IF;
-	-- The token column stays, a bigint: the guard reads it by name.
-	IF NOT EXISTS (SELECT FROM pg_attribute a
-	               WHERE a.attrelid = rel AND a.attname = settings.token_column
-	                 AND a.atttypid = 'pg_catalog.int8'::regtype AND NOT a.attisdropped) THEN
-		RAISE EXCEPTION 'fencing token column "%" of protected relation "%" must stay a bigint column',
-			settings.token_column, rel
-			USING ERRCODE = 'object_not_in_prerequisite_state',
-			      HINT = 'Run fencing.unprotect() first to remove the guard.';
-	END IF;
-	SELECT t.tgparentid = 0 INTO own FROM pg_trigger t
-	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard';
-	IF NOT own THEN
-		RETURN;
-	END IF;
-	-- A guard whose triggers are not all there is being made, by protect()
-	-- or by Citus (which recreates them one by one when it rebuilds a table
-	-- or syncs a node): not this trigger's business.
-	IF NOT EXISTS (SELECT FROM pg_trigger t
-	               WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard_key_changes') THEN
-		RETURN;
-	END IF;
-	-- The primary key changed, its columns or their order: the guard must
-	-- follow it (and refuse a key it cannot mark).  The key-change trigger
-	-- names the key columns it was made for, in order: UPDATE OF them, or
-	-- in its WHEN condition, each as OLD.c then NEW.c.
-	SELECT CASE WHEN cardinality(t.tgattr::int2[]) > 0 THEN ARRAY(SELECT unnest(t.tgattr::int2[]))
-	            ELSE ARRAY(SELECT m.v[1]::int2 FROM regexp_matches(t.tgqual, ':varattno (\d+)', 'g')
-	                                                WITH ORDINALITY m(v, n)
-	                       WHERE m.n % 2 = 1 ORDER BY m.n) END INTO depends
-	FROM pg_trigger t
-	WHERE t.tgrelid = rel AND t.tgname = 'fencing_guard_key_changes';
-	SELECT ARRAY(SELECT k.a FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(a, n)
-	             WHERE k.n <= i.indnkeyatts ORDER BY k.n) INTO key
-	FROM pg_index i WHERE i.indrelid = rel AND i.indisprimary;
-	IF depends IS DISTINCT FROM key THEN
-		-- Marks name deleted keys by the old key's values in its column
-		-- order, which the new key cannot look up: their highest token
-		-- becomes the floor for new keys, as after a TRUNCATE.
-		INSERT INTO fencing.floors (relid, token)
-		SELECT rel, max(d.token) FROM fencing.deleted_keys d
-		WHERE d.relid IN (SELECT t.relid FROM fencing._tree(rel) t)
-		HAVING max(d.token) IS NOT NULL
-		ON CONFLICT (relid) DO UPDATE SET token = EXCLUDED.token, raised_at = now()
-		WHERE floors.token < EXCLUDED.token;
-		PERFORM fencing.protect(rel, settings.token_column, settings.mode);
-	END IF;
-END
-$$;
-COMMENT ON FUNCTION fencing._check_guarded(regclass) IS
-'internal: refuses DDL that would leave a protected table unguarded, and follows key changes';
-
--- After CREATE or ALTER of a table: partitions created or attached later get
--- their TRUNCATE guard (their row triggers PostgreSQL clones), partitions
--- detached leave their history to the table, and DDL that would leave rows
--- of a protected table unguarded is refused.  It fires for every role's DDL,
--- also roles without USAGE on schema fencing, so it runs with the extension
--- owner's rights; all it can change is the guard of protected tables.
+-- After CREATE or ALTER of a table or trigger: partitions created or attached
+-- later get their TRUNCATE guard (their row triggers PostgreSQL clones),
+-- partitions detached leave their history to the table, the guard follows
+-- key changes and other BEFORE UPDATE triggers, and DDL that would leave a
+-- protected table unguarded (or change its token column) is refused.  In C
+-- (src/ddl.cpp): it reads the collected commands and the catalogs through C
+-- APIs.  It fires for every role's DDL and runs with that role's rights; it
+-- writes the extension's tables as the extension owner and changes a
+-- table's triggers as the table's owner, with SECURITY_RESTRICTED_OPERATION.
 CREATE FUNCTION fencing._after_table_ddl()
 RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	rel regclass;
-	detached record;
-BEGIN
-	-- Citus' own connections (shard and metadata work it sends to a node)
-	-- rebuild tables as they were, guard included: not this trigger's business.
-	IF pg_catalog.current_setting('application_name') LIKE 'citus\_internal%' THEN
-		RETURN;
-	END IF;
-	FOR detached IN SELECT * FROM fencing._detached_partitions() LOOP
-		PERFORM fencing._keep_history(detached.parent, detached.partition);
-	END LOOP;
-	-- The guard's triggers keep their names: they are how the extension
-	-- (fencing.protected_tables, high_water_mark(), the guard itself) finds
-	-- them.
-	IF TG_TAG = 'ALTER TRIGGER' AND EXISTS (SELECT FROM pg_event_trigger_ddl_commands() c
-	           JOIN pg_trigger t ON c.classid = 'pg_trigger'::regclass AND t.oid = c.objid
-	           WHERE t.tgfoid = 'fencing.guard()'::regprocedure
-	             AND t.tgname NOT IN ('fencing_guard', 'fencing_guard_new_keys',
-	                                  'fencing_guard_key_changes', 'fencing_guard_truncate')) THEN
-		RAISE EXCEPTION 'the guard''s triggers cannot be renamed'
-			USING ERRCODE = 'object_not_in_prerequisite_state',
-			      HINT = 'Run fencing.unprotect() to remove the guard.';
-	END IF;
-	FOR rel IN
-		SELECT DISTINCT c.objid::regclass FROM pg_event_trigger_ddl_commands() c
-		JOIN pg_class r ON r.oid = c.objid
-		WHERE c.classid = 'pg_class'::regclass AND r.relkind IN ('r', 'p', 'f')
-	LOOP
-		PERFORM fencing._check_guarded(rel);
-		PERFORM fencing._guard_truncate(rel);
-		PERFORM fencing._guard_key_changes_near(rel);
-	END LOOP;
-	-- A BEFORE UPDATE row trigger (tgtype 19) on a protected table, above or
-	-- below one, can change keys the UPDATE does not name: the guard's key
-	-- check takes the form that sees them.
-	FOR rel IN
-		SELECT DISTINCT t.tgrelid::regclass FROM pg_event_trigger_ddl_commands() c
-		JOIN pg_trigger t ON c.classid = 'pg_trigger'::regclass AND t.oid = c.objid
-		WHERE t.tgfoid <> 'fencing.guard()'::regprocedure AND (t.tgtype::int & 19) = 19
-	LOOP
-		PERFORM fencing._guard_key_changes_near(rel);
-	END LOOP;
-END
-$$;
+AS 'MODULE_PATHNAME', 'after_table_ddl'
+LANGUAGE C;
 COMMENT ON FUNCTION fencing._after_table_ddl() IS
 'internal: event trigger keeping protected tables guarded through DDL';
 CREATE EVENT TRIGGER fencing_after_table_ddl ON ddl_command_end
@@ -391,9 +209,10 @@ WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SCHEMA', 'CREATE FOREIGN TAB
               'CREATE TRIGGER')
 EXECUTE FUNCTION fencing._after_table_ddl();
 
--- Marks and floors of a dropped table go with it (its OID could be reused).
--- Runs with the owner's rights; it can only be fired by DROP, for objects
--- really dropped.
+-- Marks, floors and registrations of a dropped table go with it (its OID
+-- could be reused).  Runs with the owner's rights; it can only be fired by
+-- DROP, for objects really dropped, and reads nothing but catalogs and the
+-- extension's own tables.
 CREATE FUNCTION fencing._forget_dropped_marks()
 RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER
@@ -409,9 +228,15 @@ BEGIN
 	DELETE FROM fencing.floors f
 	USING pg_event_trigger_dropped_objects() o
 	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND f.relid = o.objid;
+	DELETE FROM fencing.registry r
+	USING pg_event_trigger_dropped_objects() o
+	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND r.relid = o.objid;
 	-- Citus: a dropped distributed table's floor, from the coordinator (its
-	-- marks table is in the same DROP TABLE: see src/citus.cpp).
-	IF pg_catalog.to_regclass('fencing_citus.floors') IS NOT NULL THEN
+	-- marks table is in the same DROP TABLE: see src/citus.cpp).  Only with
+	-- Citus installed and a schema fencing_citus the extension made: anyone
+	-- with CREATE on the database can make a schema of that name.
+	IF EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus')
+	   AND fencing._citus_schema_is_ours() THEN
 		EXECUTE 'SELECT pg_catalog.citus_is_coordinator()' INTO coordinator;
 	END IF;
 	IF coordinator THEN
@@ -423,15 +248,33 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION fencing._forget_dropped_marks() IS
-'internal: event trigger removing the marks and floors of dropped tables';
+'internal: event trigger removing the marks, floors and registrations of dropped tables';
 CREATE EVENT TRIGGER fencing_forget_dropped_marks ON sql_drop
 EXECUTE FUNCTION fencing._forget_dropped_marks();
+
+-- Is schema fencing_citus, and its table floors, the extension owner's (made
+-- by _citus_floors())?  Any role with CREATE on the database can make a
+-- schema of that name first; the extension then never touches it.
+CREATE FUNCTION fencing._citus_schema_is_ours()
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT EXISTS (SELECT FROM pg_namespace n, pg_class c, pg_class r
+	               WHERE n.nspname = 'fencing_citus' AND c.relnamespace = n.oid
+	                 AND c.relname = 'floors' AND c.relkind IN ('r', 'p')
+	                 AND r.oid = 'fencing.registry'::regclass
+	                 AND n.nspowner = r.relowner AND c.relowner = r.relowner)
+$$;
+COMMENT ON FUNCTION fencing._citus_schema_is_ours() IS
+'internal: is schema fencing_citus the one the extension made';
 
 -- Citus: the schema fencing_citus and its reference table of TRUNCATE floors
 -- (on every node, keyed by the marks id), made once, owned by the extension
 -- owner, who alone writes floors.  Everyone may create a marks table there
 -- (protect() does, as the table's owner) and read none but their own; anyone
--- who may protect a table may make both.
+-- who may protect a table may make both.  A schema of that name made by
+-- another role is refused.
 CREATE FUNCTION fencing._citus_floors()
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
@@ -441,12 +284,22 @@ BEGIN
 	IF pg_catalog.to_regnamespace('fencing_citus') IS NULL THEN
 		CREATE SCHEMA fencing_citus;
 		GRANT USAGE, CREATE ON SCHEMA fencing_citus TO PUBLIC;
+	ELSIF (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = 'fencing_citus')
+	      <> (SELECT c.relowner FROM pg_class c WHERE c.oid = 'fencing.registry'::regclass) THEN
+		RAISE EXCEPTION 'schema "fencing_citus" was not made by the fencing extension'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      DETAIL = 'Another role owns it; the extension keeps the marks of distributed tables there.',
+			      HINT = 'Drop or rename that schema, then protect the table again.';
 	END IF;
 	IF pg_catalog.to_regclass('fencing_citus.floors') IS NULL THEN
 		CREATE TABLE fencing_citus.floors (id bigint PRIMARY KEY, token bigint NOT NULL);
 		REVOKE ALL ON fencing_citus.floors FROM PUBLIC;
 		COMMENT ON TABLE fencing_citus.floors IS 'TRUNCATE floors of protected distributed tables, by marks id';
 		PERFORM create_reference_table('fencing_citus.floors');
+	ELSIF NOT fencing._citus_schema_is_ours() THEN
+		RAISE EXCEPTION 'table fencing_citus.floors was not made by the fencing extension'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      HINT = 'Drop that table, then protect the table again.';
 	END IF;
 END
 $$;
@@ -562,31 +415,6 @@ $$;
 COMMENT ON FUNCTION fencing._refuse_pending_detach(regclass) IS
 'internal: refuses to remake the guard while a partition is being detached concurrently';
 
--- _guard_key_changes() for every protected table whose tree a change to
--- `rel` (a trigger on it, a partition attached to it) reaches: rel itself,
--- the partitioned tables above it and the partitions below it.
-CREATE FUNCTION fencing._guard_key_changes_near(rel regclass)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	protected regclass;
-BEGIN
-	FOR protected IN
-		SELECT DISTINCT g.tgrelid::regclass FROM pg_trigger g
-		WHERE g.tgname = 'fencing_guard' AND g.tgparentid = 0
-		  AND g.tgfoid = 'fencing.guard()'::regprocedure
-		  AND (g.tgrelid IN (SELECT a.relid FROM pg_partition_ancestors(rel) a)
-		       OR g.tgrelid IN (SELECT t.relid FROM fencing._tree(rel) t))
-	LOOP
-		PERFORM fencing._guard_key_changes(protected);
-	END LOOP;
-END
-$$;
-COMMENT ON FUNCTION fencing._guard_key_changes_near(regclass) IS
-'internal: _guard_key_changes() for the protected tables above and below a relation';
-
 -- The AFTER UPDATE trigger that checks a changed key against the marks of
 -- its deletions and the table's floor.  It must run after the new key is in
 -- the primary key index, so that a write racing the DELETE of that key waits
@@ -599,26 +427,30 @@ COMMENT ON FUNCTION fencing._guard_key_changes_near(regclass) IS
 -- for each execution).  Made by protect(), and again by the event trigger
 -- when such a trigger is created; the guard refuses an UPDATE on a relation
 -- whose other BEFORE UPDATE row triggers it finds without the WHEN form.
-CREATE FUNCTION fencing._guard_key_changes(target regclass)
+CREATE FUNCTION fencing._guard_key_changes(target regclass, token_column name, mode text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	definition text;
 	arguments text;
+	nargs int2;
 	by_triggers boolean;
 	has_when boolean;
 	key_columns text;
 	unsafe_triggers text := pg_catalog.current_setting('citus.enable_unsafe_triggers', true);
 BEGIN
-	SELECT pg_catalog.pg_get_triggerdef(t.oid) INTO definition FROM pg_trigger t
+	SELECT t.tgnargs INTO nargs FROM pg_trigger t
 	WHERE t.tgrelid = target AND t.tgname = 'fencing_guard' AND t.tgparentid = 0
 	  AND t.tgfoid = 'fencing.guard()'::regprocedure;
 	IF NOT FOUND THEN
 		RETURN;
 	END IF;
-	arguments := substring(definition FROM 'EXECUTE FUNCTION (fencing\.guard\(.*\))$');
+	-- The guard's arguments, from the settings the registry holds (and on a
+	-- Citus distributed table its marks id, its own OID): never read back
+	-- from a trigger definition.
+	arguments := format('fencing.guard(%L, %L%s)', token_column, mode,
+	                    CASE WHEN nargs = 3 THEN format(', %L', target::oid) ELSE '' END);
 	-- BEFORE (2) ROW (1) UPDATE (16) triggers that are not the guard's.
 	by_triggers := EXISTS (SELECT FROM fencing._tree(target) tr JOIN pg_trigger t ON t.tgrelid = tr.relid
 	                       WHERE t.tgfoid <> 'fencing.guard()'::regprocedure
@@ -655,14 +487,35 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing._guard_key_changes(regclass) IS
+COMMENT ON FUNCTION fencing._guard_key_changes(regclass, name, text) IS
 'internal: (re)makes the guard''s AFTER UPDATE trigger for key changes in the form the table''s triggers need';
 
--- Protect a table: token column, guard triggers, settings (in the triggers' arguments).
+-- Protect a table: token column, guard triggers and the registry.  For the
+-- table's owner; the guard is made by _protect() running as the owner with
+-- SECURITY_RESTRICTED_OPERATION (src/ddl.cpp), then the registry records
+-- the table and its key identity (raising the floor for new keys if its
+-- marks were made under another identity).
 CREATE FUNCTION fencing.protect(
 	target regclass,
 	token_column name DEFAULT 'last_fencing_token',
 	mode text DEFAULT 'monotonic')
+RETURNS void
+AS 'MODULE_PATHNAME', 'protect'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing.protect(regclass, name, text) IS
+'guards a table: every write must present a fencing token no older than the row''s (monotonic) or newer (strict)';
+
+-- Whether a column's default is absent or the bigint constant 0, read from
+-- the catalog's expression tree in C.
+CREATE FUNCTION fencing._default_is_zero(target regclass, column_name name)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'default_is_zero'
+LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION fencing._default_is_zero(regclass, name) IS
+'internal: is a column''s default absent or the constant 0';
+
+-- The guard's triggers and token column, made by protect() as the table's owner.
+CREATE FUNCTION fencing._protect(target regclass, token_column name, mode text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -702,9 +555,9 @@ BEGIN
 	END IF;
 	PERFORM fencing._refuse_partition_guard(target);
 	PERFORM fencing._refuse_pending_detach(target);
-	SELECT t.tgrelid::regclass INTO parent FROM pg_partition_tree(target) p
-	JOIN pg_trigger t ON t.tgrelid = p.relid
-	WHERE p.relid <> target AND t.tgname = 'fencing_guard' AND t.tgparentid = 0;
+	SELECT p.relation INTO parent FROM pg_partition_tree(target) t
+	JOIN fencing.protected_tables p ON p.relation = t.relid
+	WHERE t.relid <> target;
 	IF FOUND THEN
 		RAISE EXCEPTION 'partition "%" of relation "%" is protected on its own', parent, target
 			USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -729,9 +582,8 @@ BEGIN
 	-- they run on its shards, where the guard keeps the marks co-located.
 	citus_id := fencing._citus_marks(target);
 
-	SELECT a.attnum, a.atttypid, a.attgenerated, a.attidentity,
-	       pg_get_expr(d.adbin, d.adrelid) AS default_value INTO col
-	FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+	SELECT a.attnum, a.atttypid, a.attgenerated, a.attidentity INTO col
+	FROM pg_attribute a
 	WHERE a.attrelid = target AND a.attname = token_column AND a.attnum > 0 AND NOT a.attisdropped;
 	IF NOT FOUND THEN
 		EXECUTE format('ALTER TABLE %s ADD COLUMN %I bigint NOT NULL DEFAULT 0', target, token_column);
@@ -743,7 +595,7 @@ BEGIN
 		RAISE EXCEPTION 'fencing token column "%" of relation "%" must not be a generated column',
 			token_column, target
 			USING ERRCODE = 'invalid_column_definition';
-	ELSIF col.attidentity <> '' OR coalesce(col.default_value, '0') NOT IN ('0', '0::bigint') THEN
+	ELSIF col.attidentity <> '' OR NOT fencing._default_is_zero(target, token_column) THEN
 		-- An INSERT that names no token would present the default as its own.
 		RAISE EXCEPTION 'fencing token column "%" of relation "%" must have no default but 0',
 			token_column, target
@@ -772,18 +624,27 @@ BEGIN
 	EXECUTE format('CREATE TRIGGER fencing_guard_new_keys AFTER INSERT ON %s '
 	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)',
 	               target, arguments);
-	PERFORM fencing._guard_key_changes(target);
-	PERFORM fencing._guard_truncate(target);
+	PERFORM fencing._guard_key_changes(target, token_column, mode);
+	PERFORM fencing._guard_truncate(target, token_column, mode);
 	IF citus_id IS NOT NULL THEN
 		PERFORM set_config('citus.enable_unsafe_triggers', unsafe_triggers, true);
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing.protect(regclass, name, text) IS
-'guards a table: every write must present a fencing token no older than the row''s (monotonic) or newer (strict)';
+COMMENT ON FUNCTION fencing._protect(regclass, name, text) IS
+'internal: installs the guard''s triggers; called by protect() as the table''s owner';
 
--- Unprotect a table: the guard goes, the token column, its values and the marks stay.
+-- Unprotect a table: the guard goes; the token column, its values, the marks
+-- and the registry's record of its key identity stay.
 CREATE FUNCTION fencing.unprotect(target regclass)
+RETURNS void
+AS 'MODULE_PATHNAME', 'unprotect'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing.unprotect(regclass) IS
+'removes the guard from a table; its token column, values and marks stay';
+
+-- The guard's triggers go, dropped by unprotect() as the table's owner.
+CREATE FUNCTION fencing._unprotect(target regclass)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -798,18 +659,14 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing.unprotect(regclass) IS
-'removes the guard from a table; its token column, values and marks stay';
+COMMENT ON FUNCTION fencing._unprotect(regclass) IS
+'internal: drops the guard''s triggers; called by unprotect() as the table''s owner';
 
--- The protected tables and their settings, read from the guard triggers.
+-- The protected tables and their settings, from the registry.
 CREATE VIEW fencing.protected_tables AS
-SELECT t.tgrelid::regclass AS relation, s.token_column, s.mode
-FROM pg_catalog.pg_trigger t
-CROSS JOIN LATERAL fencing._guard_settings(t.tgrelid) s
-WHERE t.tgname = 'fencing_guard'
-  AND t.tgparentid = 0
-  AND t.tgnargs IN (2, 3)
-  AND t.tgfoid = 'fencing.guard()'::pg_catalog.regprocedure;
+SELECT r.relid AS relation, r.token_column, r.mode
+FROM fencing.registry r
+WHERE r.protected;
 GRANT SELECT ON fencing.protected_tables TO PUBLIC;
 COMMENT ON VIEW fencing.protected_tables IS
 'tables guarded by fencing.protect(): token column and mode';
@@ -958,24 +815,18 @@ BEGIN
 		UNION ALL SELECT pg_catalog.max(token) FROM fencing.fences
 		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resources
 		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resource_floors) s(x);
-	FOR t IN SELECT p.relation, p.token_column
-	         FROM fencing.protected_tables p
-	         JOIN pg_catalog.pg_class c ON c.oid = p.relation
-	         WHERE c.relpersistence <> 't'
-	           AND EXISTS (SELECT FROM pg_catalog.pg_attribute a
-	                       WHERE a.attrelid = p.relation AND a.attname = p.token_column
-	                         AND NOT a.attisdropped) LOOP
-		EXECUTE pg_catalog.format('SELECT pg_catalog.max(%I) FROM %s', t.token_column, t.relation)
-		INTO m;
-		IF m > result OR result IS NULL THEN
-			result := m;
-		END IF;
-	END LOOP;
-	-- Citus: the marks tables of distributed tables, and their floors.
-	FOR t IN SELECT c.oid::regclass AS marks FROM pg_catalog.pg_class c
-	         WHERE c.relnamespace = pg_catalog.to_regnamespace('fencing_citus')
+	-- Every protected table's token column and the Citus marks tables, read
+	-- in C (_highest_token): no operator, cast or function of the tables'
+	-- owners is looked up, so nothing they defined runs with these rights.
+	FOR t IN SELECT r.relid AS relation, r.token_column
+	         FROM fencing.registry r JOIN pg_catalog.pg_class c ON c.oid = r.relid
+	         WHERE r.protected AND c.relpersistence <> 't'
+	         UNION ALL
+	         SELECT c.oid::regclass, 'token' FROM pg_catalog.pg_class c
+	         WHERE fencing._citus_schema_is_ours()
+	           AND c.relnamespace = pg_catalog.to_regnamespace('fencing_citus')
 	           AND c.relkind = 'r' AND c.relname ~ '^(marks_[0-9]+|floors)$' LOOP
-		EXECUTE pg_catalog.format('SELECT pg_catalog.max(token) FROM %s', t.marks) INTO m;
+		m := fencing._highest_token(t.relation, t.token_column);
 		IF m > result OR result IS NULL THEN
 			result := m;
 		END IF;
@@ -989,6 +840,16 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION fencing.high_water_mark() FROM PUBLIC;
+
+-- The highest value of a bigint column over a table and its partitions, read
+-- in C (src/ddl.cpp); for high_water_mark().
+CREATE FUNCTION fencing._highest_token(rel regclass, token_column name)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'highest_token'
+LANGUAGE C STABLE;
+COMMENT ON FUNCTION fencing._highest_token(regclass, name) IS
+'internal: the highest value of a bigint column of a table and its partitions, read in C';
+REVOKE ALL ON FUNCTION fencing._highest_token(regclass, name) FROM PUBLIC;
 COMMENT ON FUNCTION fencing.high_water_mark() IS
 'the highest token held by protected tables, deleted-key marks, truncate floors, fences and leases; 0 if none';
 

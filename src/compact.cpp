@@ -8,6 +8,7 @@
 #include "arguments.hpp"
 #include "citus.hpp"
 #include "marks.hpp"
+#include "registry.hpp"
 #include "spi.hpp"
 #include "table.hpp"
 #include "token.hpp"
@@ -118,18 +119,17 @@ FENCING_FUNCTION(compact)
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
 		               RelationGetRelationName(rel));
 	TableFence fence;
-	if (!find_guard(rel, &fence))
+	Registration registration;
+	if (!find_guard(rel, &fence) || !protection_of(rel, &registration))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("relation \"%s\" is not protected", RelationGetRelationName(rel)),
 		                errhint("fencing.compact() raises the floor of a protected table.")));
-	for (int i = 0; rel->trigdesc != nullptr && i < rel->trigdesc->numtriggers; i++)
-		if (rel->trigdesc->triggers[i].tgisclone &&
-		    strcmp(rel->trigdesc->triggers[i].tgname, guard_trigger_name) == 0)
-			ereport(ERROR,
-			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			         errmsg("relation \"%s\" is a partition of a protected table",
-			                RelationGetRelationName(rel)),
-			         errhint("Compact the protected table: its marks and floor cover its partitions.")));
+	if (registration.relid != relid)
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("relation \"%s\" is a partition of a protected table",
+		                RelationGetRelationName(rel)),
+		         errhint("Compact the protected table: its marks and floor cover its partitions.")));
 	List *tree = find_all_inheritors(relid, ShareRowExclusiveLock, nullptr);
 	int64 seen = clock_token();
 	if (fence.citus_id == 0)

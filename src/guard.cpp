@@ -19,6 +19,7 @@
 #include "errors.hpp"
 #include "keys.hpp"
 #include "marks.hpp"
+#include "registry.hpp"
 #include "settings.hpp"
 #include "stats.hpp"
 #include "table.hpp"
@@ -141,13 +142,38 @@ bool key_changes_unseen(TriggerData *trigger)
 	return !checked || (others && !when);
 }
 
+/*
+ * A guard trigger on a relation the registry does not protect: only a Citus
+ * shard's copy of its distributed table's guard goes on (with the settings
+ * Citus copied); any other refuses every write, whoever made it.
+ */
+void fence_of_unprotected(TriggerData *trigger, TableFence *fence)
+{
+	const char *qualified, *name;
+	bool hash = false;
+	if (trigger->tg_trigger->tgnargs == 3 && citus_loaded() &&
+	    citus_logical_name(trigger->tg_relation, &qualified, &name, &hash)) {
+		fence_from_arguments(trigger->tg_relation, trigger->tg_trigger, fence);
+		return;
+	}
+	ereport(ERROR,
+	        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+	         errmsg("relation \"%s\" is not protected by fencing.protect()",
+	                RelationGetRelationName(trigger->tg_relation)),
+	         errdetail("Its trigger \"%s\" calls fencing.guard(), which guards only the tables "
+	                   "fencing.protect() registered.",
+	                   trigger->tg_trigger->tgname),
+	         errhint("Drop the trigger, or run fencing.protect() on the table.")));
+}
+
 /* The settings and key columns of the trigger's table, kept in fn_extra for the statement. */
 TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 {
 	auto *info = static_cast<TableInfo *>(fcinfo->flinfo->fn_extra);
 	if (info == nullptr || info->trigger_oid != trigger->tg_trigger->tgoid) {
 		TableFence fence;
-		fence_from_trigger(trigger->tg_relation, trigger->tg_trigger, &fence);
+		if (!fence_from_trigger(trigger->tg_relation, trigger->tg_trigger, &fence))
+			fence_of_unprotected(trigger, &fence);
 		Relation pk = open_primary_key(trigger->tg_relation);
 		info = static_cast<TableInfo *>(MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
 		                                                       sizeof(TableInfo)));
@@ -395,43 +421,6 @@ Datum guard_new_key(const Write &w)
 	return PointerGetDatum(nullptr);
 }
 
-/* The highest stored token of a relation's own rows (0 if none), as of the latest snapshot. */
-int64 highest_stored_token(Relation rel, AttrNumber token_attnum)
-{
-	if (!RELKIND_HAS_STORAGE(rel->rd_rel->relkind))
-		return 0;
-	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
-	TupleTableSlot *slot = table_slot_create(rel, nullptr);
-	int64 highest = 0;
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot)) {
-		bool isnull;
-		Datum value = slot_getattr(slot, token_attnum, &isnull);
-		if (!isnull && DatumGetInt64(value) > highest)
-			highest = DatumGetInt64(value);
-		CHECK_FOR_INTERRUPTS();
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	table_endscan(scan);
-	UnregisterSnapshot(snapshot);
-	return highest;
-}
-
-/* The same over a partitioned table's partitions, for a message (their triggers check them). */
-int64 highest_stored_token_below(Relation rel, const char *token_column)
-{
-	int64 highest = 0;
-	ListCell *cell;
-	foreach (cell, find_all_inheritors(RelationGetRelid(rel), AccessShareLock, nullptr)) {
-		Relation part = table_open(lfirst_oid(cell), NoLock);
-		AttrNumber attnum = user_column(part, token_column);
-		if (attnum != InvalidAttrNumber)
-			highest = Max(highest, highest_stored_token(part, attnum));
-		table_close(part, NoLock);
-	}
-	return highest;
-}
-
 /*
  * BEFORE TRUNCATE: a DELETE of every row under fencing.token, then a floor.
  * Each relation that TRUNCATE empties fires its own trigger (protect() and
@@ -444,8 +433,16 @@ Datum guard_truncate(TriggerData *trigger)
 {
 	Relation rel = trigger->tg_relation;
 	TableFence fence;
-	if (!find_guard(rel, &fence))
-		return PointerGetDatum(nullptr);
+	if (!find_guard(rel, &fence)) {
+		/*
+		 * A partition detached from a protected table, or a table no longer
+		 * protected, may keep its TRUNCATE trigger: the registry still
+		 * knows it (unprotected), and it guards nothing any more.
+		 */
+		if (registered(rel))
+			return PointerGetDatum(nullptr);
+		fence_of_unprotected(trigger, &fence);
+	}
 	int64 presented;
 	/*
 	 * A Citus distributed table: this is its shell (on the coordinator, or

@@ -60,53 +60,6 @@ void forget_floor(Datum, Oid relid)
 	(void)hash_search(floor_cache, &relid, HASH_REMOVE, nullptr);
 }
 
-/* The owner of fencing.deleted_keys: the rights the marks are read and written with. */
-Oid marks_owner()
-{
-	Oid nsp = get_namespace_oid("fencing", false);
-	Oid relid = get_relname_relid("deleted_keys", nsp);
-	HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "fencing: table fencing.deleted_keys is missing");
-	Oid owner = ((Form_pg_class)GETSTRUCT(tuple))->relowner;
-	ReleaseSysCache(tuple);
-	return owner;
-}
-
-/* Becomes the extension owner, with row security not forced; the caller restores its identity. */
-void become_owner(Oid *save_user, int *save_context)
-{
-	GetUserIdAndSecContext(save_user, save_context);
-	SetUserIdAndSecContext(marks_owner(), *save_context | SECURITY_LOCAL_USERID_CHANGE |
-	                                          SECURITY_RESTRICTED_OPERATION | SECURITY_NOFORCE_RLS);
-}
-
-/*
- * Prepares (if needed) and runs a plan as the extension owner, with row
- * security not forced: callers need no rights on the marks tables, not even
- * USAGE on schema fencing.  An error restores the caller's identity at
- * (sub)transaction abort.
- */
-int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
-                 Snapshot snapshot, bool read_only)
-{
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	Oid save_user;
-	int save_context;
-	become_owner(&save_user, &save_context);
-	SPIPlanPtr plan = kept_plan(cache, sql, nargs, types);
-	/*
-	 * A write fires the AFTER triggers a DBA may have put on the marks
-	 * tables within this SPI call: queued into the caller's statement, a
-	 * TRUNCATE's would leak the relation they opened.
-	 */
-	int rc = SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only,
-	                              !read_only, 1);
-	SetUserIdAndSecContext(save_user, save_context);
-	return rc;
-}
-
 /* Runs an upsert that raises a mark (never lowering it), as the extension owner. */
 void raise_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values)
 {
@@ -126,26 +79,6 @@ Datum relid_array(const MarkScope &scope)
 }
 
 } // namespace
-
-int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
-            bool read_only, bool as_owner)
-{
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	Oid save_user;
-	int save_context;
-	if (as_owner)
-		become_owner(&save_user, &save_context);
-	SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
-	if (plan == nullptr)
-		elog(ERROR, "fencing: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	int rc = SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only,
-	                              !read_only, 0);
-	SPI_freeplan(plan);
-	if (as_owner)
-		SetUserIdAndSecContext(save_user, save_context);
-	return rc;
-}
 
 MarkScope mark_scope(Relation rel)
 {

@@ -54,13 +54,4 @@ void raise_floor(Oid relid, int64 token, bool every_write = false);
  */
 int64 floor_of(const MarkScope &scope);
 
-/*
- * Runs `sql` once with SPI, as the extension owner (row security not forced)
- * if `as_owner`, else as the current user, on `snapshot` (InvalidSnapshot:
- * the usual one); a write fires its AFTER triggers within.  Returns SPI's
- * code; connects SPI, and the caller reads the result and calls SPI_finish().
- */
-int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
-            bool read_only, bool as_owner);
-
 } // namespace fencing

@@ -59,16 +59,9 @@ FENCING_FUNCTION(key_change_condition)
 	PG_RETURN_TEXT_P(cstring_to_text(condition.data));
 }
 
-namespace
+namespace fencing
 {
 
-/*
- * The relations a DETACH PARTITION named: PostgreSQL does not say which one it
- * detached, and the name it was given may be unqualified, to be read under a
- * search_path this (SECURITY DEFINER) caller does not have.  So: the tables of
- * that name, in that schema if one was given, that are no longer partitions
- * and whose catalog row this transaction changed.
- */
 List *detached_relations(const RangeVar *name)
 {
 	List *relids = NIL;
@@ -80,6 +73,8 @@ List *detached_relations(const RangeVar *name)
 	for (HeapTuple tuple; HeapTupleIsValid(tuple = systable_getnext(scan));) {
 		auto *form = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple));
 		if (form->relispartition ||
+		    (form->relkind != RELKIND_RELATION && form->relkind != RELKIND_PARTITIONED_TABLE &&
+		     form->relkind != RELKIND_FOREIGN_TABLE) ||
 		    !TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
 			continue;
 		if (name->schemaname != nullptr &&
@@ -92,7 +87,7 @@ List *detached_relations(const RangeVar *name)
 	return relids;
 }
 
-} // namespace
+} // namespace fencing
 
 /*
  * fencing._detached_partitions(): (parent, partition) for every partition
@@ -123,7 +118,7 @@ FENCING_FUNCTION(detached_partitions)
 			                                 cmd->subtype != AT_DetachPartitionFinalize))
 				continue;
 			ListCell *partition;
-			foreach (partition, detached_relations(reinterpret_cast<PartitionCmd *>(cmd->def)->name)) {
+			foreach (partition, fencing::detached_relations(reinterpret_cast<PartitionCmd *>(cmd->def)->name)) {
 				Datum values[2] = {ObjectIdGetDatum(collected->d.alterTable.objectId),
 				                   ObjectIdGetDatum(lfirst_oid(partition))};
 				bool nulls[2] = {false, false};

@@ -2,6 +2,11 @@
  * SPI helpers shared by the marks table, the lease manager and fences.
  */
 #include "spi.hpp"
+#include "rights.hpp"
+
+extern "C" {
+#include "miscadmin.h"
+}
 
 namespace fencing
 {
@@ -35,6 +40,44 @@ void run_plan(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 	int rc = SPI_execute_plan(plan, values, nulls, read_only, 0);
 	if (rc != expected)
 		elog(ERROR, "fencing: internal statement failed: %s", SPI_result_code_string(rc));
+}
+
+/*
+ * Writes fire the AFTER triggers a DBA may have put on the extension's tables
+ * within the SPI call: queued into the caller's statement, a TRUNCATE's
+ * would leak the relation they opened.  An error restores the caller's
+ * identity at (sub)transaction abort.
+ */
+int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
+                 Snapshot snapshot, bool read_only, const char *nulls)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "fencing: SPI_connect failed");
+	Rights saved = become(extension_owner(), SECURITY_NOFORCE_RLS, false);
+	SPIPlanPtr plan = kept_plan(cache, sql, nargs, types);
+	int rc = SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot, read_only,
+	                              !read_only, 1);
+	restore(saved);
+	return rc;
+}
+
+int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
+            bool read_only, bool as_owner)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "fencing: SPI_connect failed");
+	Rights saved{};
+	if (as_owner)
+		saved = become(extension_owner(), SECURITY_NOFORCE_RLS, false);
+	SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
+	if (plan == nullptr)
+		elog(ERROR, "fencing: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	int rc = SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot, read_only,
+	                              !read_only, 0);
+	SPI_freeplan(plan);
+	if (as_owner)
+		restore(saved);
+	return rc;
 }
 
 Datum result_value(uint64 row, int column, bool *isnull)

@@ -7,6 +7,7 @@
 
 extern "C" {
 #include "executor/spi.h"
+#include "utils/snapshot.h"
 }
 
 namespace fencing
@@ -20,6 +21,24 @@ SPIPlanPtr kept_plan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types);
 
 /* Runs a kept plan; errors unless it returns `expected` (SPI_OK_...). */
 void run_plan(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, int expected);
+
+/*
+ * Runs the kept plan for `sql` as the extension owner, with row security not
+ * forced (callers need no rights on the extension's tables, not even USAGE
+ * on schema fencing), on `snapshot` (InvalidSnapshot: the usual one); a write
+ * fires its AFTER triggers within.  Connects SPI and returns SPI's code; the
+ * caller reads the result and calls SPI_finish().  Only for SQL on the
+ * extension's own tables, every name qualified.
+ */
+int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
+                 Snapshot snapshot, bool read_only, const char *nulls = nullptr);
+
+/*
+ * The same, prepared for this call only, as the extension owner if
+ * `as_owner`, else as the current user.
+ */
+int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
+            bool read_only, bool as_owner);
 
 /* Column `column` (1-based) of row `row` of the last result, and whether it is NULL. */
 Datum result_value(uint64 row, int column, bool *isnull);

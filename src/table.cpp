@@ -3,6 +3,7 @@
  */
 #include "table.hpp"
 #include "errors.hpp"
+#include "registry.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -11,6 +12,10 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "access/nbtree.h"
 #include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_inherits.h"
+#include "executor/tuptable.h"
+#include "utils/snapmgr.h"
 #include "access/stratnum.h"
 #include "catalog/partition.h"
 #include "miscadmin.h"
@@ -59,7 +64,7 @@ static AttrNumber token_column(Relation rel, const char *name)
 	return attnum;
 }
 
-void fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence)
+void fence_from_arguments(Relation rel, const Trigger *trigger, TableFence *fence)
 {
 	char *end = nullptr;
 	fence->citus_id = trigger->tgnargs == 3 ? strtoll(trigger->tgargs[2], &end, 10) : 0;
@@ -73,12 +78,20 @@ void fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence)
 	fence->is_protected = true;
 }
 
-/* Is `trigger` the guard installed by fencing.protect()? */
-static bool is_guard(const Trigger *trigger)
+/* The settings that the registration of `rel` or of its protected ancestor gives it. */
+static void fence_from_registration(Relation rel, const Registration &registration,
+                                    TableFence *fence)
+{
+	fence->token_attnum = token_column(rel, NameStr(registration.token_column));
+	fence->mode = registration.mode;
+	fence->is_protected = true;
+	fence->citus_id = 0;
+}
+
+/* Is `trigger` one that calls fencing.guard()? */
+static bool calls_guard(const Trigger *trigger)
 {
 	static Oid guard_oid = InvalidOid; /* the last function found to be fencing.guard */
-	if (strcmp(trigger->tgname, guard_trigger_name) != 0)
-		return false;
 	if (trigger->tgfoid == guard_oid)
 		return true;
 	char *name = get_func_name(trigger->tgfoid);
@@ -90,15 +103,57 @@ static bool is_guard(const Trigger *trigger)
 	return guard;
 }
 
+/*
+ * Could fencing.protect() have made this trigger for these settings?  Its
+ * triggers are named fencing_guard... (on a Citus shard with a suffix) and
+ * carry the registered token column and mode.
+ */
+static bool installed_by_protect(const Trigger *trigger, const Registration &registration)
+{
+	return strncmp(trigger->tgname, guard_trigger_name, strlen(guard_trigger_name)) == 0 &&
+	       (trigger->tgnargs == 2 || trigger->tgnargs == 3) &&
+	       strcmp(trigger->tgargs[0], NameStr(registration.token_column)) == 0 &&
+	       strcmp(trigger->tgargs[1], mode_name(registration.mode)) == 0;
+}
+
+bool fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence)
+{
+	Registration registration;
+	if (!protection_of(rel, &registration))
+		return false;
+	if (!installed_by_protect(trigger, registration))
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("trigger \"%s\" on relation \"%s\" was not installed by fencing.protect()",
+		                trigger->tgname, relation_name(rel)),
+		         errdetail("Only the triggers fencing.protect() installs may call fencing.guard()."),
+		         errhint("Drop the trigger; run fencing.protect() to guard the table.")));
+	fence_from_registration(rel, registration, fence);
+	if (trigger->tgnargs == 3)
+		fence_from_arguments(rel, trigger, fence);
+	return true;
+}
+
 bool find_guard(Relation rel, TableFence *fence)
 {
+	const Trigger *guard = nullptr;
 	TriggerDesc *triggers = rel->trigdesc;
-	for (int i = 0; triggers != nullptr && i < triggers->numtriggers; i++) {
-		const Trigger *trigger = &triggers->triggers[i];
-		if (trigger->tgenabled != TRIGGER_DISABLED && is_guard(trigger)) {
-			fence_from_trigger(rel, trigger, fence);
-			return true;
-		}
+	for (int i = 0; triggers != nullptr && i < triggers->numtriggers && guard == nullptr; i++)
+		if (strcmp(triggers->triggers[i].tgname, guard_trigger_name) == 0 &&
+		    calls_guard(&triggers->triggers[i]))
+			guard = &triggers->triggers[i];
+	Registration registration;
+	if (protection_of(rel, &registration)) {
+		fence_from_registration(rel, registration, fence);
+		/* A Citus distributed table's marks id, which only its guard's arguments carry. */
+		if (guard != nullptr && guard->tgnargs == 3 && installed_by_protect(guard, registration))
+			fence_from_arguments(rel, guard, fence);
+		return true;
+	}
+	/* A Citus shard: its triggers are Citus' copies of its table's, which only they describe. */
+	if (guard != nullptr && guard->tgnargs == 3 && guard->tgenabled != TRIGGER_DISABLED) {
+		fence_from_arguments(rel, guard, fence);
+		return true;
 	}
 	return false;
 }
@@ -213,6 +268,45 @@ char *describe_key(Relation rel, Relation pk, Datum *values, bool *isnull)
 		return text;
 	int length = pg_mbcliplen(text, static_cast<int>(strlen(text)), shown);
 	return psprintf("%.*s...", length, text);
+}
+
+int64 highest_stored_token(Relation rel, AttrNumber token_attnum)
+{
+	if (!RELKIND_HAS_STORAGE(rel->rd_rel->relkind) || rel->rd_rel->relkind == RELKIND_FOREIGN_TABLE)
+		return 0;
+	if (TupleDescAttr(RelationGetDescr(rel), token_attnum - 1)->atttypid != INT8OID)
+		elog(ERROR, "fencing: token column %d of relation \"%s\" is not a bigint", token_attnum,
+		     RelationGetRelationName(rel));
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
+	TupleTableSlot *slot = table_slot_create(rel, nullptr);
+	int64 highest = 0;
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot)) {
+		bool isnull;
+		Datum value = slot_getattr(slot, token_attnum, &isnull);
+		if (!isnull && DatumGetInt64(value) > highest)
+			highest = DatumGetInt64(value);
+		CHECK_FOR_INTERRUPTS();
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	return highest;
+}
+
+int64 highest_stored_token_below(Relation rel, const char *token_column)
+{
+	int64 highest = 0;
+	ListCell *cell;
+	foreach (cell, find_all_inheritors(RelationGetRelid(rel), AccessShareLock, nullptr)) {
+		Relation part = table_open(lfirst_oid(cell), NoLock);
+		AttrNumber attnum = user_column(part, token_column);
+		if (attnum != InvalidAttrNumber &&
+		    TupleDescAttr(RelationGetDescr(part), attnum - 1)->atttypid == INT8OID)
+			highest = Max(highest, highest_stored_token(part, attnum));
+		table_close(part, NoLock);
+	}
+	return highest;
 }
 
 int64 stored_token(Relation rel, HeapTuple tuple, AttrNumber token_attnum)

@@ -29,10 +29,24 @@ struct TableFence {
 	int64 citus_id; /* a Citus distributed table's marks id (third argument), else 0 */
 };
 
-/* Reads the settings from a guard trigger's arguments (token column, mode[, Citus marks id]). */
-void fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence);
+/*
+ * The settings of a guard trigger's relation, from the registry (its own
+ * registration or its protected partition ancestor's); false if the registry
+ * protects neither.  Errors (55000) if the trigger is not one that
+ * fencing.protect() installed for those settings.
+ */
+bool fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence);
 
-/* The settings of `rel`'s enabled guard trigger; false if it has none. */
+/*
+ * Reads settings from a guard trigger's arguments (token column, mode[,
+ * Citus marks id]): only for a Citus shard, whose triggers Citus copied.
+ */
+void fence_from_arguments(Relation rel, const Trigger *trigger, TableFence *fence);
+
+/*
+ * The settings of `rel` if the registry protects it (or a Citus shard's
+ * guard describes it); false otherwise.
+ */
 bool find_guard(Relation rel, TableFence *fence);
 
 /*
@@ -78,6 +92,16 @@ const char *key_equality_operator(Relation pk, int column);
 List *partition_ancestors(Relation rel);
 
 /*
+ * The relations a DETACH PARTITION named: PostgreSQL does not tell event
+ * triggers which one it detached, and the name it was given may be
+ * unqualified, to be read under a search_path the event trigger does not
+ * have.  So: the tables of that name (in that schema if one was given) that
+ * are no longer partitions and whose catalog row this transaction changed.
+ * Only tables: a view or anything else of that name is never one.
+ */
+List *detached_relations(const RangeVar *name);
+
+/*
  * May the current user read these columns of `rel`: SELECT on the table or
  * the columns, directly or through a partition ancestor, and no row-level
  * security in the way?  Messages show key values and tokens only then.
@@ -86,6 +110,16 @@ bool may_read(Relation rel, int ncolumns, const AttrNumber *attnums);
 
 /* "(id)=(101)" for key values of `rel` (`pk` its primary key), or NULL when the user may not read them. */
 char *describe_key(Relation rel, Relation pk, Datum *values, bool *isnull);
+
+/*
+ * The highest token stored in a relation's own rows (0 if none), as of the
+ * latest snapshot, read in C: no operator, cast or function is looked up,
+ * so nothing its owner defined runs.  0 for relations without storage.
+ */
+int64 highest_stored_token(Relation rel, AttrNumber token_attnum);
+
+/* The same over a table and its partitions, by token column name (bigint columns only). */
+int64 highest_stored_token_below(Relation rel, const char *token_column);
 
 /* The stored token of a row (NULL counts as 0: nothing accepted yet). */
 int64 stored_token(Relation rel, HeapTuple tuple, AttrNumber token_attnum);

@@ -1,0 +1,620 @@
+/*
+ * protect(), unprotect() and the DDL the extension follows, in C: the event
+ * trigger reads the commands PostgreSQL collected and the catalogs through
+ * C APIs (no regular expressions over trigger definitions or node text),
+ * keeps the registry, and acts on a user's table only as that table's owner
+ * with SECURITY_RESTRICTED_OPERATION and a safe search_path, the way VACUUM
+ * does.  Nothing here runs with rights the caller lacks except the writes to
+ * the extension's own tables (registry, marks, floors), which run as the
+ * extension owner on SQL of the extension's own, every name qualified.
+ */
+#include "errors.hpp"
+#include "registry.hpp"
+#include "rights.hpp"
+#include "spi.hpp"
+#include "table.hpp"
+#include "compat.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_attrdef.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "nodes/primnodes.h"
+#include "tcop/cmdtag.h"
+#include "tcop/deparse_utility.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+}
+
+#include <algorithm>
+
+using namespace fencing;
+
+namespace
+{
+
+/*
+ * Set while protect() or unprotect() changes a table: the DDL they run
+ * fires the event trigger, which must leave their half-made guard alone.
+ * Reset by every (sub)transaction abort through PG_FINALLY.
+ */
+int own_ddl = 0;
+
+/*
+ * Runs `sql` (one argument per relation setting) as the owner of `relid`,
+ * with SECURITY_RESTRICTED_OPERATION and search_path pg_catalog, pg_temp.
+ */
+void run_as_table_owner(Oid relid, const char *sql, int nargs, Oid *types, Datum *values)
+{
+	Rights saved = become(relation_owner(relid));
+	own_ddl++;
+	PG_TRY();
+	{
+		int rc = run_sql(sql, nargs, types, values, InvalidSnapshot, false, false);
+		if (rc < 0)
+			elog(ERROR, "fencing: %s failed: %s", sql, SPI_result_code_string(rc));
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		own_ddl--;
+	}
+	PG_END_TRY();
+	restore(saved);
+}
+
+/* Calls fencing.<function>(relation, token column, mode) as the relation's owner. */
+void call_with_settings(const char *function, Oid relid, const char *token_column, fencing::Mode mode)
+{
+	Oid types[3] = {REGCLASSOID, NAMEOID, TEXTOID};
+	NameData column;
+	namestrcpy(&column, token_column);
+	Datum values[3] = {ObjectIdGetDatum(relid), NameGetDatum(&column),
+	                   CStringGetTextDatum(mode_name(mode))};
+	run_as_table_owner(relid, psprintf("SELECT fencing.%s($1, $2, $3)", function), 3, types,
+	                   values);
+}
+
+/* A relation's name as messages show it: schema-qualified, quoted where needed. */
+const char *qualified_name(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+	                                  get_rel_name(relid));
+}
+
+/* Opens a relation, or errors with 42P01 (NULL and missing relations alike). */
+Relation open_target(FunctionCallInfo fcinfo, LOCKMODE lock)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
+	Relation rel = try_relation_open(PG_GETARG_OID(0), lock);
+	if (rel == nullptr)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+		                errmsg("relation with OID %u does not exist", PG_GETARG_OID(0))));
+	return rel;
+}
+
+/* Errors (42501) unless the current user owns the relation. */
+void require_owner(Relation rel)
+{
+	if (!owns_relation(RelationGetRelid(rel), GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
+		               RelationGetRelationName(rel));
+}
+
+/* The relations of a DDL command the event trigger looks at. */
+struct Collected {
+	List *relations;  /* OIDs of tables, partitioned and foreign tables */
+	List *detached;   /* pairs: parent, partition */
+	List *triggers;   /* OIDs of triggers created or altered */
+	List *retyped;    /* pairs: relation OID, column name of ALTER COLUMN ... TYPE and the like */
+};
+FENCING_PLAIN_DATA(Collected);
+
+/* Does an ALTER TABLE subcommand change a column's type, identity or generation expression? */
+bool changes_column_kind(AlterTableType type)
+{
+	switch (type) {
+	case AT_AlterColumnType:
+	case AT_AddIdentity:
+	case AT_SetIdentity:
+	case AT_DropIdentity:
+	case AT_DropExpression:
+#if PG_VERSION_NUM >= 170000
+	case AT_SetExpression:
+#endif
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Reads pg_event_trigger_ddl_commands() into plain lists (in the caller's memory). */
+Collected collect_commands()
+{
+	Collected collected{NIL, NIL, NIL, NIL};
+	MemoryContext caller = CurrentMemoryContext;
+	int rc = run_sql("SELECT command, classid, objid FROM pg_catalog.pg_event_trigger_ddl_commands()",
+	                 0, nullptr, nullptr, InvalidSnapshot, true, false);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: reading the DDL commands failed: %s", SPI_result_code_string(rc));
+	MemoryContext spi = MemoryContextSwitchTo(caller);
+	for (uint64 row = 0; row < SPI_processed; row++) {
+		bool isnull, class_null, object_null;
+		Datum command = result_value(row, 1, &isnull);
+		Oid classid = DatumGetObjectId(result_value(row, 2, &class_null));
+		Oid objid = DatumGetObjectId(result_value(row, 3, &object_null));
+		if (!class_null && !object_null && classid == RelationRelationId) {
+			char kind = get_rel_relkind(objid);
+			if ((kind == RELKIND_RELATION || kind == RELKIND_PARTITIONED_TABLE ||
+			     kind == RELKIND_FOREIGN_TABLE) &&
+			    !list_member_oid(collected.relations, objid))
+				collected.relations = lappend_oid(collected.relations, objid);
+		}
+		if (!class_null && !object_null && classid == TriggerRelationId)
+			collected.triggers = lappend_oid(collected.triggers, objid);
+		auto *cmd = reinterpret_cast<CollectedCommand *>(DatumGetPointer(command));
+		if (isnull || cmd->type != SCT_AlterTable)
+			continue;
+		ListCell *cell;
+		foreach (cell, cmd->d.alterTable.subcmds) {
+			auto *sub = static_cast<CollectedATSubcmd *>(lfirst(cell));
+			auto *at = reinterpret_cast<AlterTableCmd *>(sub->parsetree);
+			if (!IsA(at, AlterTableCmd))
+				continue;
+			if (at->subtype == AT_DetachPartition || at->subtype == AT_DetachPartitionFinalize) {
+				ListCell *partition;
+				foreach (partition,
+				         detached_relations(reinterpret_cast<PartitionCmd *>(at->def)->name))
+					collected.detached = lappend(collected.detached,
+					                             list_make2_oid(cmd->d.alterTable.objectId,
+					                                            lfirst_oid(partition)));
+			}
+			if (changes_column_kind(at->subtype) && at->name != nullptr)
+				collected.retyped = lappend(collected.retyped,
+				                            list_make2(makeInteger(static_cast<int>(
+				                                           cmd->d.alterTable.objectId)),
+				                                       makeString(pstrdup(at->name))));
+		}
+	}
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	return collected;
+}
+
+/* Is the column's default absent, or the constant 0? */
+bool default_is_zero(Relation rel, AttrNumber attnum)
+{
+	if (!TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atthasdef)
+		return true;
+	bool zero = false;
+	Relation defaults = table_open(AttrDefaultRelationId, AccessShareLock);
+	ScanKeyData keys[2];
+	ScanKeyInit(&keys[0], Anum_pg_attrdef_adrelid, BTEqualStrategyNumber, F_OIDEQ,
+	            ObjectIdGetDatum(RelationGetRelid(rel)));
+	ScanKeyInit(&keys[1], Anum_pg_attrdef_adnum, BTEqualStrategyNumber, F_INT2EQ,
+	            Int16GetDatum(attnum));
+	SysScanDesc scan = systable_beginscan(defaults, AttrDefaultIndexId, true, nullptr, 2, keys);
+	HeapTuple tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple)) {
+		bool isnull;
+		Datum adbin = heap_getattr(tuple, Anum_pg_attrdef_adbin, RelationGetDescr(defaults), &isnull);
+		if (!isnull) {
+			/*
+			 * DEFAULT 0 on a bigint column is stored as the integer 0 under
+			 * the built-in cast to bigint (or as a bigint 0): only that.
+			 */
+			Node *expr = static_cast<Node *>(stringToNode(TextDatumGetCString(adbin)));
+			while (IsA(expr, FuncExpr) &&
+			       (reinterpret_cast<FuncExpr *>(expr)->funcid == F_INT8_INT4 ||
+			        reinterpret_cast<FuncExpr *>(expr)->funcid == F_INT8_INT2) &&
+			       list_length(reinterpret_cast<FuncExpr *>(expr)->args) == 1)
+				expr = static_cast<Node *>(linitial(reinterpret_cast<FuncExpr *>(expr)->args));
+			auto *value = reinterpret_cast<Const *>(expr);
+			if (IsA(expr, Const) && !value->constisnull) {
+				if (value->consttype == INT8OID)
+					zero = DatumGetInt64(value->constvalue) == 0;
+				else if (value->consttype == INT4OID)
+					zero = DatumGetInt32(value->constvalue) == 0;
+				else if (value->consttype == INT2OID)
+					zero = DatumGetInt16(value->constvalue) == 0;
+			}
+		}
+	}
+	systable_endscan(scan);
+	table_close(defaults, AccessShareLock);
+	return zero;
+}
+
+/*
+ * Errors unless the token column of a protected table is as protect() left
+ * it: a bigint (not a domain), no default but 0, no identity, not generated.
+ */
+void check_token_column(Relation rel, const char *column)
+{
+	AttrNumber attnum = user_column(rel, column);
+	Form_pg_attribute att =
+	    attnum == InvalidAttrNumber ? nullptr : TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	if (att == nullptr || att->atttypid != INT8OID)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("fencing token column \"%s\" of protected relation \"%s\" must stay a "
+		                       "bigint column",
+		                       column, qualified_name(RelationGetRelid(rel))),
+		                errhint("Run fencing.unprotect() first to remove the guard.")));
+	if (att->attidentity != '\0' || att->attgenerated != '\0' || !default_is_zero(rel, attnum))
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("fencing token column \"%s\" of protected relation \"%s\" must have no "
+		                "default but 0, no identity and no generation expression",
+		                column, qualified_name(RelationGetRelid(rel))),
+		         errdetail("An INSERT that names no token would present the column's default as "
+		                   "its token."),
+		         errhint("Run fencing.unprotect() first to remove the guard.")));
+}
+
+/*
+ * The protected tables a change to `rel` reaches (a trigger on it, a
+ * partition attached to it): itself, the partitioned tables above it and
+ * the partitions below it; each gets the key-change trigger its triggers need.
+ */
+void guard_key_changes_near(Relation rel)
+{
+	List *near = list_concat(list_copy(partition_ancestors(rel)),
+	                         find_all_inheritors(RelationGetRelid(rel), NoLock, nullptr));
+	ListCell *cell;
+	foreach (cell, near) {
+		Registration registration;
+		if (registration_of(lfirst_oid(cell), &registration) && registration.is_protected)
+			call_with_settings("_guard_key_changes", registration.relid,
+			                   NameStr(registration.token_column), registration.mode);
+	}
+}
+
+/* What DDL may not do to a protected table, and what it must follow. */
+void check_guarded(Relation rel, const Collected &collected)
+{
+	Oid relid = RelationGetRelid(rel);
+	/* An inheritance child of a protected table: its rows are the table's, and it has no guard. */
+	ListCell *cell;
+	Relation inherits = table_open(InheritsRelationId, AccessShareLock);
+	ScanKeyData key;
+	ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber, F_OIDEQ,
+	            ObjectIdGetDatum(relid));
+	SysScanDesc scan = systable_beginscan(inherits, InheritsRelidSeqnoIndexId, true, nullptr, 1, &key);
+	Oid protected_parent = InvalidOid;
+	for (HeapTuple tuple; HeapTupleIsValid(tuple = systable_getnext(scan));) {
+		Oid parent = ((Form_pg_inherits)GETSTRUCT(tuple))->inhparent;
+		Registration registration;
+		if (get_rel_relkind(parent) != RELKIND_PARTITIONED_TABLE &&
+		    registration_of(parent, &registration) && registration.is_protected)
+			protected_parent = parent;
+	}
+	systable_endscan(scan);
+	table_close(inherits, AccessShareLock);
+	if (OidIsValid(protected_parent))
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("relation \"%s\" cannot inherit from protected table \"%s\"",
+		                       qualified_name(relid), qualified_name(protected_parent)),
+		                errdetail("Writes through the table reach the child, which has no guard."),
+		                errhint("Use declarative partitioning, whose partitions take the guard.")));
+
+	Registration registration;
+	if (!registration_of(relid, &registration) || !registration.is_protected)
+		return;
+	const char *column = NameStr(registration.token_column);
+	if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("protected relation \"%s\" cannot be unlogged",
+		                       qualified_name(RelationGetRelid(rel))),
+		                errdetail("An unlogged table loses its rows in a crash, and with them "
+		                          "their tokens.")));
+	foreach (cell, collected.retyped) {
+		List *pair = static_cast<List *>(lfirst(cell));
+		if (static_cast<Oid>(intVal(linitial(pair))) == relid &&
+		    strcmp(strVal(lsecond(pair)), column) == 0)
+			ereport(ERROR,
+			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			         errmsg("fencing token column \"%s\" of protected relation \"%s\" cannot be "
+			                "altered",
+			                column, qualified_name(RelationGetRelid(rel))),
+			         errdetail("A type change, USING rewrite, identity or generation expression "
+			                   "would replace the stored tokens or present tokens of its own."),
+			         errhint("Run fencing.unprotect() first to remove the guard.")));
+	}
+	check_token_column(rel, column);
+	/*
+	 * The key identity changed (columns, order, types, collations): the guard
+	 * follows the new key (and refuses one it cannot mark), and the floor for
+	 * new keys rises above the marks the new identity cannot find.
+	 */
+	if (!identity_unchanged(rel)) {
+		call_with_settings("_protect", relid, column, registration.mode);
+		(void)record_registration(rel, column, registration.mode, true);
+	}
+}
+
+} // namespace
+
+namespace
+{
+
+SPIPlanPtr copy_marks_plan = nullptr;
+SPIPlanPtr partition_floor_plan = nullptr;
+SPIPlanPtr raise_floors_plan = nullptr;
+
+Datum oid_array(List *relids)
+{
+	Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * (list_length(relids) + 1)));
+	int n = 0;
+	ListCell *cell;
+	foreach (cell, relids)
+		values[n++] = ObjectIdGetDatum(lfirst_oid(cell));
+	return PointerGetDatum(construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
+}
+
+/*
+ * A partition left a protected table: the table keeps what the partition
+ * held.  Its marks (also those a table attached as a partition brought in)
+ * are copied to the table and its ancestors, and their floors rise to the
+ * partition's floors and to the highest token of the rows it takes away
+ * (read in C), so that none of its keys can come back under an older token.
+ * The partition stays in the registry, unprotected, with the key identity
+ * its marks were made under.
+ */
+void keep_history(Oid parent, Oid partition)
+{
+	Relation parent_rel = relation_open(parent, AccessShareLock);
+	Registration registration;
+	bool guarded = protection_of(parent_rel, &registration);
+	List *scope = lcons_oid(parent, list_copy(partition_ancestors(parent_rel)));
+	relation_close(parent_rel, NoLock);
+	if (!guarded)
+		return;
+	List *tree = find_all_inheritors(partition, AccessShareLock, nullptr);
+
+	Oid types[2] = {REGCLASSARRAYOID, REGCLASSARRAYOID};
+	Datum values[2] = {oid_array(scope), oid_array(tree)};
+	int rc = run_as_owner(&copy_marks_plan,
+	                      "INSERT INTO fencing.deleted_keys (relid, key, token)"
+	                      " SELECT s.s, d.key, pg_catalog.max(d.token)"
+	                      " FROM fencing.deleted_keys d, pg_catalog.unnest($1) s"
+	                      " WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2)"
+	                      " GROUP BY s.s, d.key"
+	                      " ON CONFLICT (relid, key) DO UPDATE"
+	                      " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
+	                      " WHERE fencing.token_accepts(deleted_keys.token, EXCLUDED.token, true)",
+	                      2, types, values, InvalidSnapshot, false);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "fencing: copying marks failed: %s", SPI_result_code_string(rc));
+	SPI_finish();
+
+	rc = run_as_owner(&partition_floor_plan,
+	                  "SELECT pg_catalog.max(f.token) FROM fencing.floors f"
+	                  " WHERE f.relid OPERATOR(pg_catalog.=) ANY ($1)",
+	                  1, types + 1, values + 1, GetLatestSnapshot(), true);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: reading floors failed: %s", SPI_result_code_string(rc));
+	bool isnull = true;
+	int64 highest = SPI_processed > 0 ? DatumGetInt64(result_value(0, 1, &isnull)) : 0;
+	if (isnull)
+		highest = 0;
+	SPI_finish();
+	ListCell *cell;
+	foreach (cell, tree) {
+		Relation leaf = table_open(lfirst_oid(cell), AccessShareLock);
+		highest = std::max(highest,
+		                   highest_stored_token_below(leaf, NameStr(registration.token_column)));
+		table_close(leaf, NoLock);
+	}
+	if (highest > 0) {
+		Oid floor_types[2] = {REGCLASSARRAYOID, INT8OID};
+		Datum floor_values[2] = {values[0], Int64GetDatum(highest)};
+		rc = run_as_owner(&raise_floors_plan,
+		                  "INSERT INTO fencing.floors (relid, token)"
+		                  " SELECT s, $2 FROM pg_catalog.unnest($1) s"
+		                  " ON CONFLICT (relid) DO UPDATE"
+		                  " SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
+		                  " WHERE fencing.token_accepts(floors.token, EXCLUDED.token, true)",
+		                  2, floor_types, floor_values, InvalidSnapshot, false);
+		if (rc != SPI_OK_INSERT)
+			elog(ERROR, "fencing: raising floors failed: %s", SPI_result_code_string(rc));
+		SPI_finish();
+	}
+	Relation detached = relation_open(partition, AccessShareLock);
+	Registration own;
+	if (!registration_of(partition, &own))
+		(void)record_registration(detached, NameStr(registration.token_column), registration.mode,
+		                          false, true);
+	relation_close(detached, NoLock);
+}
+
+/* Names of the triggers fencing.protect() installs. */
+bool guard_trigger_named(const char *name)
+{
+	static const char *const names[] = {"fencing_guard", "fencing_guard_new_keys",
+	                                    "fencing_guard_key_changes", "fencing_guard_truncate"};
+	for (const char *known : names)
+		if (strcmp(name, known) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * A trigger created or renamed: the guard's triggers on a protected table
+ * keep their names, and another BEFORE UPDATE row trigger makes the guard's
+ * key check take the form that sees the keys it changes.
+ */
+void follow_trigger(Oid trigger_oid, bool renamed)
+{
+	Relation triggers = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key;
+	ScanKeyInit(&key, Anum_pg_trigger_oid, BTEqualStrategyNumber, F_OIDEQ,
+	            ObjectIdGetDatum(trigger_oid));
+	SysScanDesc scan = systable_beginscan(triggers, TriggerOidIndexId, true, nullptr, 1, &key);
+	HeapTuple tuple = systable_getnext(scan);
+	Oid relid = InvalidOid, function = InvalidOid;
+	int16 type = 0;
+	NameData name;
+	if (HeapTupleIsValid(tuple)) {
+		auto *form = reinterpret_cast<Form_pg_trigger>(GETSTRUCT(tuple));
+		relid = form->tgrelid;
+		function = form->tgfoid;
+		type = form->tgtype;
+		name = form->tgname;
+	}
+	systable_endscan(scan);
+	table_close(triggers, AccessShareLock);
+	if (!OidIsValid(relid))
+		return;
+	Relation rel = relation_open(relid, AccessShareLock);
+	char *function_name = get_func_name(function);
+	char *schema = get_namespace_name(get_func_namespace(function));
+	bool guard = function_name != nullptr && schema != nullptr &&
+	             strcmp(function_name, "guard") == 0 && strcmp(schema, "fencing") == 0;
+	if (renamed && guard && !guard_trigger_named(NameStr(name)) && registered(rel))
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("the guard's triggers cannot be renamed"),
+		                errhint("Run fencing.unprotect() to remove the guard.")));
+	if (!guard && TRIGGER_FOR_ROW(type) && TRIGGER_FOR_BEFORE(type) && TRIGGER_FOR_UPDATE(type))
+		guard_key_changes_near(rel);
+	relation_close(rel, NoLock);
+}
+
+} // namespace
+
+/*
+ * fencing._after_table_ddl(): the ddl_command_end event trigger.  It fires
+ * for every role's DDL and runs with that role's rights (SECURITY INVOKER);
+ * what it changes it changes as the extension owner (its own tables) or as
+ * the owner of the table concerned (the guard's triggers).
+ */
+FENCING_FUNCTION(after_table_ddl)
+{
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("fencing._after_table_ddl: not fired by an event trigger")));
+	if (own_ddl > 0)
+		PG_RETURN_VOID();
+	/*
+	 * Citus' own connections (shard and metadata work it sends to a node)
+	 * rebuild tables as they were, guard included.
+	 */
+	const char *application = GetConfigOption("application_name", false, false);
+	if (application != nullptr && strncmp(application, "citus_internal", 14) == 0)
+		PG_RETURN_VOID();
+	auto *event = reinterpret_cast<EventTriggerData *>(fcinfo->context);
+	bool alter_trigger = event->tag == CMDTAG_ALTER_TRIGGER;
+	Collected collected = collect_commands();
+	ListCell *cell;
+	foreach (cell, collected.detached) {
+		List *pair = static_cast<List *>(lfirst(cell));
+		keep_history(linitial_oid(pair), lsecond_oid(pair));
+	}
+	foreach (cell, collected.relations) {
+		Relation rel = try_relation_open(lfirst_oid(cell), AccessShareLock);
+		if (rel == nullptr)
+			continue;
+		check_guarded(rel, collected);
+		Registration registration;
+		if (protection_of(rel, &registration))
+			call_with_settings("_guard_truncate", registration.relid,
+			                   NameStr(registration.token_column), registration.mode);
+		guard_key_changes_near(rel);
+		relation_close(rel, NoLock);
+	}
+	foreach (cell, collected.triggers)
+		follow_trigger(lfirst_oid(cell), alter_trigger);
+	PG_RETURN_VOID();
+}
+
+/*
+ * fencing.protect(target, token_column, mode): for the table's owner.  The
+ * guard is installed by fencing._protect() running as the owner with
+ * SECURITY_RESTRICTED_OPERATION (also when a superuser calls), then the
+ * registry records the table and its key identity.
+ */
+FENCING_FUNCTION(protect)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+		                errmsg("fencing.protect() arguments must not be null")));
+	Relation rel = open_target(fcinfo, AccessShareLock);
+	Oid relid = RelationGetRelid(rel);
+	require_owner(rel);
+	relation_close(rel, NoLock);
+	char *column = pstrdup(NameStr(*PG_GETARG_NAME(1)));
+	char *mode_text = TextDatumGetCString(PG_GETARG_DATUM(2));
+	fencing::Mode mode;
+	Oid types[3] = {REGCLASSOID, NAMEOID, TEXTOID};
+	Datum values[3] = {ObjectIdGetDatum(relid), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
+	run_as_table_owner(relid, "SELECT fencing._protect($1, $2, $3)", 3, types, values);
+	if (!parse_mode(mode_text, &mode))
+		elog(ERROR, "fencing: protect() accepted mode \"%s\"", mode_text);
+	rel = relation_open(relid, AccessShareLock);
+	(void)record_registration(rel, column, mode, true);
+	relation_close(rel, NoLock);
+	PG_RETURN_VOID();
+}
+
+/* fencing.unprotect(target): the guard goes; the registry keeps the key identity. */
+FENCING_FUNCTION(unprotect)
+{
+	Relation rel = open_target(fcinfo, AccessShareLock);
+	Oid relid = RelationGetRelid(rel);
+	require_owner(rel);
+	relation_close(rel, NoLock);
+	Oid types[1] = {REGCLASSOID};
+	Datum values[1] = {ObjectIdGetDatum(relid)};
+	run_as_table_owner(relid, "SELECT fencing._unprotect($1)", 1, types, values);
+	(void)record_unprotected(relid);
+	PG_RETURN_VOID();
+}
+
+/*
+ * fencing._highest_token(rel, column): the highest value of a bigint column
+ * over a table and its partitions, read in C (nothing the table's owner
+ * defined runs).  For high_water_mark(), which runs as the extension owner.
+ */
+FENCING_FUNCTION(highest_token)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	Relation rel = try_relation_open(PG_GETARG_OID(0), AccessShareLock);
+	if (rel == nullptr)
+		PG_RETURN_NULL();
+	char kind = rel->rd_rel->relkind;
+	int64 highest = kind == RELKIND_RELATION || kind == RELKIND_PARTITIONED_TABLE
+	                    ? highest_stored_token_below(rel, NameStr(*PG_GETARG_NAME(1)))
+	                    : 0;
+	relation_close(rel, AccessShareLock);
+	PG_RETURN_INT64(highest);
+}
+
+/* fencing._default_is_zero(target, column): is the column's default absent or the constant 0? */
+FENCING_FUNCTION(default_is_zero)
+{
+	Relation rel = open_target(fcinfo, AccessShareLock);
+	AttrNumber attnum = user_column(rel, NameStr(*PG_GETARG_NAME(1)));
+	bool zero = attnum == InvalidAttrNumber || default_is_zero(rel, attnum);
+	relation_close(rel, AccessShareLock);
+	PG_RETURN_BOOL(zero);
+}

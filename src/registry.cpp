@@ -1,0 +1,288 @@
+/*
+ * The registry of protected tables: see registry.hpp.
+ */
+#include "registry.hpp"
+#include "spi.hpp"
+#include "table.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+}
+
+namespace fencing
+{
+
+namespace
+{
+
+SPIPlanPtr lookup_plan = nullptr;
+SPIPlanPtr identity_plan = nullptr;
+SPIPlanPtr marks_floor_plan = nullptr;
+SPIPlanPtr upsert_plan = nullptr;
+SPIPlanPtr unprotect_plan = nullptr;
+
+/*
+ * What this backend read of the registry, by relation (also "not
+ * registered").  protect(), unprotect() and the DDL they follow invalidate
+ * the relation's relcache entry whenever they change its row; an entry goes
+ * with that invalidation (and all of them with a full one).
+ */
+struct CacheEntry {
+	Oid relid; /* hash key */
+	bool found;
+	Registration registration;
+};
+FENCING_PLAIN_DATA(CacheEntry);
+HTAB *cache = nullptr;
+
+void forget(Datum, Oid relid)
+{
+	if (cache == nullptr)
+		return;
+	if (OidIsValid(relid)) {
+		(void)hash_search(cache, &relid, HASH_REMOVE, nullptr);
+		return;
+	}
+	HASH_SEQ_STATUS scan;
+	hash_seq_init(&scan, cache);
+	while (auto *entry = static_cast<CacheEntry *>(hash_seq_search(&scan)))
+		(void)hash_search(cache, &entry->relid, HASH_REMOVE, nullptr);
+}
+
+/* Reads the registry row of `relid` (latest committed state, and this transaction's). */
+bool read_registration(Oid relid, Registration *registration)
+{
+	Oid types[1] = {REGCLASSOID};
+	Datum values[1] = {ObjectIdGetDatum(relid)};
+	int rc = run_as_owner(&lookup_plan,
+	                      "SELECT r.token_column, r.mode, r.protected FROM fencing.registry r"
+	                      " WHERE r.relid OPERATOR(pg_catalog.=) $1",
+	                      1, types, values, GetLatestSnapshot(), true);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: reading the registry failed: %s", SPI_result_code_string(rc));
+	bool found = SPI_processed > 0;
+	if (found) {
+		bool isnull;
+		registration->relid = relid;
+		namestrcpy(&registration->token_column,
+		           NameStr(*DatumGetName(result_value(0, 1, &isnull))));
+		char *mode = TextDatumGetCString(result_value(0, 2, &isnull));
+		if (!parse_mode(mode, &registration->mode))
+			elog(ERROR, "fencing: the registry holds mode \"%s\"", mode);
+		registration->is_protected = DatumGetBool(result_value(0, 3, &isnull));
+	}
+	SPI_finish();
+	return found;
+}
+
+/* Are two identity arrays (or NULLs) equal? */
+bool same_array(Datum a, bool a_null, Datum b, bool b_null)
+{
+	if (a_null || b_null)
+		return a_null && b_null;
+	return DatumGetBool(OidFunctionCall2Coll(F_ARRAY_EQ, C_COLLATION_OID, a, b));
+}
+
+Datum relid_array(List *relids)
+{
+	Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * (list_length(relids) + 1)));
+	int n = 0;
+	ListCell *cell;
+	foreach (cell, relids)
+		values[n++] = ObjectIdGetDatum(lfirst_oid(cell));
+	return PointerGetDatum(construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
+}
+
+} // namespace
+
+bool registration_of(Oid relid, Registration *registration)
+{
+	if (cache == nullptr) {
+		HASHCTL control{};
+		control.keysize = sizeof(Oid);
+		control.entrysize = sizeof(CacheEntry);
+		cache = hash_create("fencing registry", 64, &control, HASH_ELEM | HASH_BLOBS);
+		CacheRegisterRelcacheCallback(forget, 0);
+	}
+	bool found;
+	auto *entry = static_cast<CacheEntry *>(hash_search(cache, &relid, HASH_FIND, &found));
+	if (found) {
+		*registration = entry->registration;
+		return entry->found;
+	}
+	Registration read{};
+	bool registered = read_registration(relid, &read);
+	/* The hash table may have been reset meanwhile: look the slot up again. */
+	entry = static_cast<CacheEntry *>(hash_search(cache, &relid, HASH_ENTER, &found));
+	entry->found = registered;
+	entry->registration = read;
+	*registration = read;
+	return registered;
+}
+
+bool protection_of(Relation rel, Registration *registration)
+{
+	if (registration_of(RelationGetRelid(rel), registration) && registration->is_protected)
+		return true;
+	if (!rel->rd_rel->relispartition)
+		return false;
+	ListCell *cell;
+	foreach (cell, partition_ancestors(rel))
+		if (registration_of(lfirst_oid(cell), registration) && registration->is_protected)
+			return true;
+	return false;
+}
+
+bool registered(Relation rel)
+{
+	Registration registration;
+	if (registration_of(RelationGetRelid(rel), &registration))
+		return true;
+	ListCell *cell;
+	foreach (cell, partition_ancestors(rel))
+		if (registration_of(lfirst_oid(cell), &registration))
+			return true;
+	return false;
+}
+
+bool key_identity(Relation rel, Datum identity[3])
+{
+	Oid index = RelationGetPrimaryKeyIndex(rel);
+	if (!OidIsValid(index)) {
+		identity[0] = identity[1] = identity[2] = static_cast<Datum>(0);
+		return false;
+	}
+	Relation pk = index_open(index, AccessShareLock);
+	KeyColumns key = key_columns(pk);
+	Datum names[INDEX_MAX_KEYS], types[INDEX_MAX_KEYS], collations[INDEX_MAX_KEYS];
+	for (int i = 0; i < key.count; i++) {
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), key.attnums[i] - 1);
+		names[i] = NameGetDatum(&att->attname);
+		types[i] = ObjectIdGetDatum(att->atttypid);
+		collations[i] = ObjectIdGetDatum(pk->rd_indcollation[i]);
+	}
+	identity[0] = PointerGetDatum(construct_array(names, key.count, NAMEOID, NAMEDATALEN, false,
+	                                              TYPALIGN_CHAR));
+	identity[1] = PointerGetDatum(construct_array(types, key.count, REGTYPEOID, sizeof(Oid), true,
+	                                              TYPALIGN_INT));
+	identity[2] = PointerGetDatum(construct_array(collations, key.count, REGCOLLATIONOID,
+	                                              sizeof(Oid), true, TYPALIGN_INT));
+	index_close(pk, AccessShareLock);
+	return true;
+}
+
+bool identity_unchanged(Relation rel)
+{
+	Oid relid = RelationGetRelid(rel);
+	Datum identity[3];
+	bool has_key = key_identity(rel, identity);
+	Oid types[2] = {REGCLASSOID, REGCLASSARRAYOID};
+	Datum values[2] = {ObjectIdGetDatum(relid),
+	                   relid_array(find_all_inheritors(relid, NoLock, nullptr))};
+	int rc = run_as_owner(&identity_plan,
+	                      "SELECT r.key_columns, r.key_types, r.key_collations, r.relid IS NOT NULL,"
+	                      " EXISTS (SELECT FROM fencing.deleted_keys d"
+	                      "  WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2))"
+	                      " FROM (SELECT) one LEFT JOIN fencing.registry r"
+	                      "  ON r.relid OPERATOR(pg_catalog.=) $1",
+	                      2, types, values, GetLatestSnapshot(), true);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "fencing: reading the registry failed: %s", SPI_result_code_string(rc));
+	bool isnull, null[3];
+	Datum recorded[3];
+	for (int i = 0; i < 3; i++)
+		recorded[i] = result_value(0, i + 1, &null[i]);
+	bool was_registered = DatumGetBool(result_value(0, 4, &isnull));
+	bool has_marks = DatumGetBool(result_value(0, 5, &isnull));
+	bool unchanged = true;
+	for (int i = 0; i < 3; i++)
+		unchanged = unchanged && same_array(recorded[i], null[i], identity[i], !has_key);
+	/* Never registered: the identity its marks (if any) were made under is unknown. */
+	if (!was_registered)
+		unchanged = !has_marks;
+	SPI_finish();
+	return unchanged;
+}
+
+bool record_registration(Relation rel, const char *token_column, Mode mode, bool is_protected,
+                         bool marks_current)
+{
+	Oid relid = RelationGetRelid(rel);
+	bool raised = false;
+	if (!marks_current && !identity_unchanged(rel)) {
+		Oid types[2] = {REGCLASSOID, REGCLASSARRAYOID};
+		Datum values[2] = {ObjectIdGetDatum(relid),
+		                   relid_array(find_all_inheritors(relid, NoLock, nullptr))};
+		int rc = run_as_owner(&marks_floor_plan,
+		                      "INSERT INTO fencing.floors (relid, token)"
+		                      " SELECT $1, pg_catalog.max(d.token) FROM fencing.deleted_keys d"
+		                      "  WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2)"
+		                      "  HAVING pg_catalog.max(d.token) IS NOT NULL"
+		                      " ON CONFLICT (relid) DO UPDATE"
+		                      " SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
+		                      " WHERE fencing.token_accepts(floors.token, EXCLUDED.token, true)",
+		                      2, types, values, InvalidSnapshot, false);
+		if (rc != SPI_OK_INSERT)
+			elog(ERROR, "fencing: raising a floor failed: %s", SPI_result_code_string(rc));
+		raised = SPI_processed > 0;
+		SPI_finish();
+	}
+	Datum identity[3];
+	bool has_key = key_identity(rel, identity);
+	Oid types[7] = {REGCLASSOID, NAMEOID,         TEXTOID,           BOOLOID,
+	                NAMEARRAYOID, REGTYPEARRAYOID, REGCOLLATIONARRAYOID};
+	NameData column;
+	namestrcpy(&column, token_column);
+	Datum values[7] = {ObjectIdGetDatum(relid),
+	                   NameGetDatum(&column),
+	                   CStringGetTextDatum(mode_name(mode)),
+	                   BoolGetDatum(is_protected),
+	                   identity[0],
+	                   identity[1],
+	                   identity[2]};
+	char nulls[8] = {' ', ' ', ' ', ' ', has_key ? ' ' : 'n', has_key ? ' ' : 'n',
+	                 has_key ? ' ' : 'n', '\0'};
+	int rc = run_as_owner(&upsert_plan,
+	                      "INSERT INTO fencing.registry AS r (relid, token_column, mode, protected,"
+	                      " key_columns, key_types, key_collations)"
+	                      " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+	                      " ON CONFLICT (relid) DO UPDATE SET token_column = EXCLUDED.token_column,"
+	                      " mode = EXCLUDED.mode, protected = EXCLUDED.protected,"
+	                      " key_columns = EXCLUDED.key_columns, key_types = EXCLUDED.key_types,"
+	                      " key_collations = EXCLUDED.key_collations,"
+	                      " recorded_at = pg_catalog.now()",
+	                      7, types, values, InvalidSnapshot, false, nulls);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "fencing: writing the registry failed: %s", SPI_result_code_string(rc));
+	SPI_finish();
+	CacheInvalidateRelcacheByRelid(relid);
+	return raised;
+}
+
+bool record_unprotected(Oid relid)
+{
+	Oid types[1] = {REGCLASSOID};
+	Datum values[1] = {ObjectIdGetDatum(relid)};
+	int rc = run_as_owner(&unprotect_plan,
+	                      "UPDATE fencing.registry SET protected = false, recorded_at = pg_catalog.now()"
+	                      " WHERE relid OPERATOR(pg_catalog.=) $1 AND protected",
+	                      1, types, values, InvalidSnapshot, false);
+	if (rc != SPI_OK_UPDATE)
+		elog(ERROR, "fencing: writing the registry failed: %s", SPI_result_code_string(rc));
+	bool was = SPI_processed > 0;
+	SPI_finish();
+	CacheInvalidateRelcacheByRelid(relid);
+	return was;
+}
+
+} // namespace fencing
