@@ -27,9 +27,17 @@ BEGIN;
 SET LOCAL fencing.token = 33;
 UPDATE orders SET status = 'cancelled by A', last_fencing_token = 34 WHERE id = 101;
 ROLLBACK;
+-- Most often A loaded the row before the token it holds ever wrote it (here
+-- at 32): its write-back of 32 is then neither the row's token nor its own,
+-- and its own is stale: 23T01, as its lost lock deserves.
+BEGIN;
+SET LOCAL fencing.token = 33;
+UPDATE orders SET status = 'cancelled by A', last_fencing_token = 32 WHERE id = 101;
+ROLLBACK;
 SELECT * FROM orders WHERE id = 101;
 
--- A third value, neither the row's token nor the transaction's: 22023, nothing changes.
+-- A third value, neither the row's token nor the transaction's, from a
+-- transaction whose token the row accepts: 22023, nothing changes.
 BEGIN;
 SET LOCAL fencing.token = 40;
 UPDATE orders SET status = 'two tokens', last_fencing_token = 39 WHERE id = 101;
@@ -65,7 +73,7 @@ SELECT * FROM orders WHERE id = 101;
 
 -- A multi-row write-back: each row's own value is its write-back, and the
 -- statement presents the transaction's token for every row.
-UPDATE orders SET last_fencing_token = 20 WHERE id = 102;
+UPDATE orders SET last_fencing_token = 34 WHERE id = 102;
 BEGIN;
 SET LOCAL fencing.token = 36;
 UPDATE orders o SET status = 'bulk', last_fencing_token = o.last_fencing_token;
@@ -105,9 +113,13 @@ BEGIN;
 SET LOCAL fencing.token = 33;
 UPDATE jobs SET state = 'late@33', last_fencing_token = 34 WHERE id = 1;
 ROLLBACK;
--- A third value: 22023.
+-- A third value: 22023; from an older holder: 23T01.
 BEGIN;
 SET LOCAL fencing.token = 36;
+UPDATE jobs SET state = 'two tokens', last_fencing_token = 35 WHERE id = 1;
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = 34;
 UPDATE jobs SET state = 'two tokens', last_fencing_token = 35 WHERE id = 1;
 ROLLBACK;
 SELECT * FROM jobs;
@@ -267,7 +279,7 @@ BEGIN
 END
 $$;
 BEGIN;
-SET LOCAL fencing.token = 30;
+SET LOCAL fencing.token = 46;
 SELECT fencing.fenced_update('orders', '{"id": 103}', 50, '{"status": "fenced@50"}');
 ROLLBACK;
 -- With a newer transaction token, the trigger's write-back is accepted beside it.

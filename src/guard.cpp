@@ -325,10 +325,13 @@ bool fenced_update_row(const Write &w, HeapTuple old_row, int64 assigned)
  * fencing.token it is the assigned value.  With it, the value the row
  * already has is no token (an ORM writes back every column it loaded): the
  * transaction's token applies; the transaction's token is that token; any
- * other value is a second token in one write, refused.  fenced_update()'s
- * own row presents its token argument.
+ * other value is a second token in one write, refused - as stale if the
+ * transaction's token cannot follow the row's (`follow`, see bar()): an ORM's stale save
+ * writes back a value it loaded before the newer holder wrote, and must be
+ * told what matters, that its lock is lost.  fenced_update()'s own row
+ * presents its token argument.
  */
-int64 assigned_token(const Write &w, HeapTuple old_row, HeapTuple new_row)
+int64 assigned_token(const Write &w, HeapTuple old_row, HeapTuple new_row, int64 follow)
 {
 	TupleDesc desc = RelationGetDescr(w.rel);
 	AttrNumber column = w.fence->token_attnum;
@@ -343,8 +346,8 @@ int64 assigned_token(const Write &w, HeapTuple old_row, HeapTuple new_row)
 	if (isnull ? stored_isnull : !stored_isnull && DatumGetInt64(value) == DatumGetInt64(stored))
 		return transaction;
 	int64 assigned = require_token(value, isnull, "fencing token");
-	if (assigned == transaction)
-		return assigned;
+	if (assigned == transaction || !token_accepts(w.fence->mode, follow, transaction))
+		return transaction;
 	report_two_tokens(w.rel, describe_row(w.rel, old_row),
 	                  NameStr(TupleDescAttr(desc, column - 1)->attname), assigned, transaction,
 	                  shown(w.rel, column, stored_token(w.rel, old_row, column)));
@@ -390,7 +393,7 @@ Datum guard_update(const Write &w, const Lend *taken)
 	                              w.trigger->tg_updatedcols);
 	int64 presented;
 	if (assigned) {
-		presented = assigned_token(w, old_row, new_row);
+		presented = assigned_token(w, old_row, new_row, stored);
 	} else if (!session_token(&presented)) {
 		if (taken != nullptr && taken->from_insert && proposed_key(w, *taken, old_row))
 			presented = taken->token;
