@@ -113,7 +113,7 @@ BEGIN;
 SET LOCAL fencing.token = 33;
 UPDATE jobs SET state = 'late@33', last_fencing_token = 34 WHERE id = 1;
 ROLLBACK;
--- A third value: 22023; from an older holder: 23T01.
+-- A third value: 22023; from a transaction whose token the row no longer accepts: 23T01.
 BEGIN;
 SET LOCAL fencing.token = 36;
 UPDATE jobs SET state = 'two tokens', last_fencing_token = 35 WHERE id = 1;
