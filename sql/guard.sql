@@ -22,9 +22,10 @@ COMMIT;
 UPDATE items SET v = 'x' WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
 
--- UPDATE assigning the token column: that value is the token, even if fencing.token differs.
+-- UPDATE assigning the token column: that value is the token (with fencing.token
+-- set, only that token or the row's own value may be assigned: orm_writeback).
 BEGIN;
-SET LOCAL fencing.token = 5;
+SET LOCAL fencing.token = 12;
 UPDATE items SET v = 'one@12', last_fencing_token = 12 WHERE id = 1;
 COMMIT;
 SELECT * FROM items WHERE id = 1;

@@ -96,4 +96,20 @@ void report_missing(Relation rel, const char *key, const char *operation, int64 
 	pg_unreachable();
 }
 
+void report_two_tokens(Relation rel, const char *key, const char *column, int64 assigned,
+                       int64 transaction, int64 stored)
+{
+	ereport(ERROR,
+	        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+	         errmsg("two fencing tokens in one write to relation \"%s\"", relation_name(rel)),
+	         errdetail("%s: the statement assigns token " INT64_FORMAT " to column \"%s\", "
+	                   "fencing.token is " INT64_FORMAT ", stored token %s.",
+	                   detail_subject(rel, key), assigned, column, transaction, token_text(stored)),
+	         errhint("Assign no value to column \"%s\" (fencing.token applies), or assign it "
+	                 "the transaction's token " INT64_FORMAT ".",
+	                 column, transaction),
+	         errtable(rel)));
+	pg_unreachable();
+}
+
 } // namespace fencing

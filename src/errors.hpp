@@ -41,6 +41,15 @@ extern const char *const all_rows;
 [[noreturn]] void report_missing(Relation rel, const char *key, const char *operation,
                                  int64 stored);
 
+/*
+ * Raises 22023 for an UPDATE of `rel` (key described by `key`) that assigns
+ * `assigned` to the token column `column` while fencing.token is
+ * `transaction`, and the row's stored token is `stored` (hidden_token when
+ * the caller may not learn it): two tokens in one write.
+ */
+[[noreturn]] void report_two_tokens(Relation rel, const char *key, const char *column,
+                                    int64 assigned, int64 transaction, int64 stored);
+
 /* "schema.table" for messages (a Citus shard's is its distributed table's). */
 char *relation_display_name(Relation rel);
 

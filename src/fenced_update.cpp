@@ -5,6 +5,7 @@
  */
 #include "citus.hpp"
 #include "errors.hpp"
+#include "fenced_write.hpp"
 #include "keys.hpp"
 #include "marks.hpp"
 #include "plan_cache.hpp"
@@ -542,15 +543,23 @@ FENCING_FUNCTION(fenced_update)
 			elog(ERROR, "fencing: SPI_connect failed");
 		FencedPlans local;
 		FencedPlans *volatile plans = plans_for(call, &local);
+		/* The guard takes `call.token` as this row's token, whatever fencing.token holds. */
+		auto *write = static_cast<FencedWrite *>(palloc(sizeof(FencedWrite)));
+		*write = FencedWrite{RelationGetRelid(call.rel), key_in_index_order(call), call.token,
+		                     false, running_fenced_write};
 		plans->users++;
+		running_fenced_write = write;
 		PG_TRY();
 		{
 			/* A second attempt sees a row inserted after the first one's snapshot. */
-			for (int tries = 0; outcome == Outcome::skipped && tries < 2; tries++)
+			for (int tries = 0; outcome == Outcome::skipped && tries < 2; tries++) {
+				write->taken = false;
 				outcome = attempt(call, *plans, &stored);
+			}
 		}
 		PG_FINALLY();
 		{
+			running_fenced_write = write->outer;
 			plans->users--;
 		}
 		PG_END_TRY();

@@ -17,6 +17,7 @@
  */
 #include "citus.hpp"
 #include "errors.hpp"
+#include "fenced_write.hpp"
 #include "keys.hpp"
 #include "marks.hpp"
 #include "registry.hpp"
@@ -324,6 +325,60 @@ bool proposed_key(const Write &w, const Lend &lend, HeapTuple row)
 	       key_hash(w.rel, w.info->key, lend.key, lend.key_isnull);
 }
 
+/*
+ * Is this the row that the running fenced_update() is writing, assigning its
+ * token argument `assigned`?  Taken once: no other row and no other write
+ * (a statement that a trigger of that UPDATE runs, say) passes for it.
+ */
+bool fenced_update_row(const Write &w, HeapTuple old_row, int64 assigned)
+{
+	FencedWrite *write = running_fenced_write;
+	if (write == nullptr || write->taken || write->token != assigned)
+		return false;
+	if (RelationGetRelid(w.rel) != write->relid &&
+	    !list_member_oid(partition_ancestors(w.rel), write->relid))
+		return false;
+	bool isnull[INDEX_MAX_KEYS] = {false};
+	if (!(key_hash(w.rel, w.info->key, write->key, isnull) ==
+	      row_key_hash(w.rel, w.info->key, old_row)))
+		return false;
+	write->taken = true;
+	return true;
+}
+
+/*
+ * The token of an UPDATE that assigns the token column (SPEC §2).  Without
+ * fencing.token it is the assigned value.  With it, the value the row
+ * already has is no token (an ORM writes back every column it loaded): the
+ * transaction's token applies; the transaction's token is that token; any
+ * other value is a second token in one write, refused - as stale if the
+ * transaction's token cannot follow the row's (`follow`, see bar()): an ORM's stale save
+ * writes back a value it loaded before the newer holder wrote, and must be
+ * told what matters, that its lock is lost.  fenced_update()'s own row
+ * presents its token argument.
+ */
+int64 assigned_token(const Write &w, HeapTuple old_row, HeapTuple new_row, int64 follow)
+{
+	TupleDesc desc = RelationGetDescr(w.rel);
+	AttrNumber column = w.fence->token_attnum;
+	bool isnull, stored_isnull;
+	Datum value = heap_getattr(new_row, column, desc, &isnull);
+	int64 transaction;
+	if (!session_token(&transaction))
+		return require_token(value, isnull, "fencing token");
+	if (!isnull && fenced_update_row(w, old_row, DatumGetInt64(value)))
+		return require_token(value, isnull, "fencing token");
+	Datum stored = heap_getattr(old_row, column, desc, &stored_isnull);
+	if (isnull ? stored_isnull : !stored_isnull && DatumGetInt64(value) == DatumGetInt64(stored))
+		return transaction;
+	int64 assigned = require_token(value, isnull, "fencing token");
+	if (assigned == transaction || !token_accepts(w.fence->mode, follow, transaction))
+		return transaction;
+	report_two_tokens(w.rel, describe_row(w.rel, old_row),
+	                  NameStr(TupleDescAttr(desc, column - 1)->attname), assigned, transaction,
+	                  shown(w.rel, column, stored_token(w.rel, old_row, column)));
+}
+
 Datum guard_insert(const Write &w)
 {
 	HeapTuple row = w.trigger->tg_trigtuple;
@@ -364,10 +419,7 @@ Datum guard_update(const Write &w, const Lend *taken)
 	                              w.trigger->tg_updatedcols);
 	int64 presented;
 	if (assigned) {
-		bool isnull;
-		Datum value =
-		    heap_getattr(new_row, w.fence->token_attnum, RelationGetDescr(w.rel), &isnull);
-		presented = require_token(value, isnull, "fencing token");
+		presented = assigned_token(w, old_row, new_row, stored);
 	} else if (!session_token(&presented)) {
 		if (taken != nullptr && taken->from_insert && proposed_key(w, *taken, old_row))
 			presented = taken->token;
@@ -380,7 +432,11 @@ Datum guard_update(const Write &w, const Lend *taken)
 		Lend *lend = lend_next(w.info, false, presented);
 		lend->row = old_row->t_self;
 	}
-	return PointerGetDatum(assigned ? new_row : with_token(w, new_row, presented));
+	/* An assigned token column keeps its value unless fencing.token overrode a write-back. */
+	bool isnull;
+	Datum value = heap_getattr(new_row, w.fence->token_attnum, RelationGetDescr(w.rel), &isnull);
+	bool carries = assigned && !isnull && DatumGetInt64(value) == presented;
+	return PointerGetDatum(carries ? new_row : with_token(w, new_row, presented));
 }
 
 Datum guard_delete(const Write &w, const Lend *taken)

@@ -6,7 +6,9 @@
  * assign (tg_updatedcols), not the action a row took; the new row of an
  * action that does not assign the token column carries the stored token.
  * With mixed actions the guard could not tell "assigned the stored token"
- * from "assigned nothing", so such a MERGE is refused before it runs.  The
+ * from "assigned nothing" - the same only when fencing.token is set, where
+ * a write-back of the stored token is no token - so such a MERGE is refused
+ * before it runs, whatever fencing.token holds.  The
  * check runs when a statement starts and again when it finishes: the guard
  * loads this module on its first row, so a MERGE may have started before the
  * hooks were in place, and its error at finish undoes it all the same.

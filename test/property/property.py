@@ -14,7 +14,8 @@ guard must accept, and fails on:
     rows, its deletions, the table's TRUNCATE floors; strict mode: at or
     below);
   - an accepted write that presented no token, or another token than the
-    one the statement presented;
+    one the statement presented; an UPDATE under fencing.token (but
+    fenced_update()'s) that wrote another token than fencing.token;
   - a MERGE accepted whose WHEN MATCHED UPDATE actions disagree on the
     token column;
   - an error outside the documented set (and any lost connection).
@@ -37,6 +38,7 @@ import psycopg
 EXPECTED = {
     "23T01": "stale token",
     "23T02": "missing token",
+    "22023": "two tokens in one write",
     "23505": "unique violation",
     "40001": "serialization failure",
     "40P01": "deadlock",
@@ -429,6 +431,11 @@ def check(audit, log, final):
                 fail(row, f"{row['op']} accepted without a token")
             elif presented != st.txn_token:
                 fail(row, f"{row['op']} wrote {presented}, the transaction presented {st.txn_token}")
+        if (row["op"] == "UPDATE" and st.txn_token is not None and st.kind != "fenced"
+                and presented != st.txn_token):
+            # An assigned token beside fencing.token is the row's own (a
+            # write-back: fencing.token applies), fencing.token, or refused.
+            fail(row, f"UPDATE under fencing.token {st.txn_token} wrote {presented}")
         new_key = (t, row["new_k"], row["new_zone"])
         if row["op"] == "UPDATE":
             old_key = (t, row["old_k"], row["old_zone"])
