@@ -13,19 +13,22 @@
  * of a counter in a subtransaction saves its value (SavedCount), which the
  * subtransaction's abort restores and its commit hands to the parent.
  *
- * A PREPAREd transaction's counts move, at PREPARE TRANSACTION, into a
- * second table in shared memory, one slot per possible prepared transaction
- * (max_prepared_transactions), keyed by (database, gid); COMMIT PREPARED
- * adds them to the counters and ROLLBACK PREPARED drops them, in whatever
- * session, once the command has succeeded.  A slot keeps the counts of up to
- * prepared_counters relations and resources: the counts of a transaction
- * that wrote to more of them, or that found no free slot (only a slot lost
- * by a COMMIT PREPARED that failed after finishing the transaction can take
- * one), are not counted, and PREPARE TRANSACTION says so with a WARNING:
- * never a rolled-back write counted, at worst a committed one missed.  The
- * slots are shared memory, as the counters: a server restart empties both,
- * and a transaction still prepared then is recovered by PostgreSQL but its
- * writes are not counted when it commits.
+ * A PREPAREd transaction's counts cannot go into its two-phase state (an
+ * extension adds nothing there): at PREPARE they move into a second table in
+ * shared memory, one slot per possible prepared transaction
+ * (max_prepared_transactions), keyed by (database, gid), which a
+ * ProcessUtility hook learns from PREPARE TRANSACTION; COMMIT PREPARED adds
+ * them to the counters and ROLLBACK PREPARED drops them, in whatever session,
+ * once the command has succeeded.  A slot keeps the counts of up to
+ * prepared_counters relations and resources: those beyond, or all when no
+ * slot is free (only a slot left behind by a COMMIT or ROLLBACK PREPARED that
+ * failed after ending the transaction could take one, until its gid is
+ * prepared again), are not counted, and PREPARE TRANSACTION says so with a
+ * WARNING: never a rolled-back write counted, at worst a committed one
+ * missed.  The slots are shared memory, as the counters: a server restart
+ * (or a failover: a standby has neither) empties both, and a transaction
+ * still prepared then, recovered by PostgreSQL, counts nothing when it
+ * commits.
  */
 #include "stats.hpp"
 #include "table.hpp"
@@ -113,8 +116,8 @@ struct PreparedSlot {
 FENCING_PLAIN_DATA(PreparedSlot);
 
 LWLock *lock = nullptr;
-HTAB *entries = nullptr; /* in shared memory; nullptr when not preloaded */
-LWLock *prepared_lock = nullptr; /* guards the slots; taken before `lock` when both are */
+HTAB *entries = nullptr;                /* in shared memory; nullptr when not preloaded */
+LWLock *prepared_lock = nullptr;        /* guards the slots; taken before `lock` when both are */
 PreparedSlot *prepared_slots = nullptr; /* max_prepared_xacts of them, in shared memory */
 
 shmem_request_hook_type previous_request = nullptr;
@@ -418,9 +421,8 @@ void save_count(PendingCount *counter)
 	if (saved_count == saved_room) {
 		int room = saved_room == 0 ? 16 : saved_room * 2;
 		Size size = sizeof(SavedCount) * static_cast<Size>(room);
-		saved = static_cast<SavedCount *>(saved == nullptr
-		                                      ? MemoryContextAlloc(TopMemoryContext, size)
-		                                      : repalloc(saved, size));
+		saved = static_cast<SavedCount *>(
+		    saved == nullptr ? MemoryContextAlloc(TopMemoryContext, size) : repalloc(saved, size));
 		saved_room = room;
 	}
 	saved[saved_count++] = SavedCount{counter, counter->accepted, counter->level, nest_level};
@@ -450,8 +452,7 @@ void utility_settling_prepared(PlannedStmt *statement, const char *text, bool re
 	if (previous_utility != nullptr)
 		previous_utility(statement, text, read_only, context, params, env, dest, completion);
 	else
-		standard_ProcessUtility(statement, text, read_only, context, params, env, dest,
-		                        completion);
+		standard_ProcessUtility(statement, text, read_only, context, params, env, dest, completion);
 	if (kind == TRANS_STMT_COMMIT_PREPARED || kind == TRANS_STMT_ROLLBACK_PREPARED)
 		settle_prepared(gid, kind == TRANS_STMT_COMMIT_PREPARED);
 }
