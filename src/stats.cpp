@@ -5,12 +5,37 @@
  * is guarded by its spinlock; the table by one LWLock (shared to count,
  * exclusive to add or evict an entry).  When it is full, the entry used
  * longest ago makes room.
+ *
+ * A transaction's accepted writes wait in backend memory (PendingCount) and
+ * follow its subtransactions: each counter remembers the deepest open
+ * subtransaction that saved its value before changing it, so the guard's
+ * increment only compares that level with the current one; the first write
+ * of a counter in a subtransaction saves its value (SavedCount), which the
+ * subtransaction's abort restores and its commit hands to the parent.
+ *
+ * A PREPAREd transaction's counts cannot go into its two-phase state (an
+ * extension adds nothing there): at PREPARE they move into a second table in
+ * shared memory, one slot per possible prepared transaction
+ * (max_prepared_transactions), keyed by (database, gid), which a
+ * ProcessUtility hook learns from PREPARE TRANSACTION; COMMIT PREPARED adds
+ * them to the counters and ROLLBACK PREPARED drops them, in whatever session,
+ * once the command has succeeded.  A slot keeps the counts of up to
+ * prepared_counters relations and resources: those beyond, or all when no
+ * slot is free (only a slot left behind by a COMMIT or ROLLBACK PREPARED that
+ * failed after ending the transaction could take one, until its gid is
+ * prepared again), are not counted, and PREPARE TRANSACTION says so with a
+ * WARNING: never a rolled-back write counted, at worst a committed one
+ * missed.  The slots are shared memory, as the counters: a server restart
+ * (or a failover: a standby has neither) empties both, and a transaction
+ * still prepared then, recovered by PostgreSQL, counts nothing when it
+ * commits.
  */
 #include "stats.hpp"
 #include "table.hpp"
 #include "errors.hpp"
 
 extern "C" {
+#include "access/twophase.h"
 #include "access/xact.h"
 #include "catalog/partition.h"
 #include "common/hashfn.h"
@@ -22,6 +47,8 @@ extern "C" {
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "mb/pg_wchar.h"
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
@@ -68,11 +95,34 @@ struct Entry {
 };
 FENCING_PLAIN_DATA(Entry);
 
+/* Relations and resources whose counts one prepared transaction keeps. */
+constexpr int prepared_counters = 32;
+
+/* One relation's or resource's accepted writes in a prepared transaction. */
+struct PreparedCount {
+	Key key;
+	uint64 accepted;
+	char resource[shown];
+};
+
+/* The counts of the prepared transaction `gid` of database `dbid` (in_use), until it ends. */
+struct PreparedSlot {
+	bool in_use;
+	Oid dbid;
+	char gid[GIDSIZE];
+	int count;
+	PreparedCount counts[prepared_counters];
+};
+FENCING_PLAIN_DATA(PreparedSlot);
+
 LWLock *lock = nullptr;
-HTAB *entries = nullptr; /* in shared memory; nullptr when not preloaded */
+HTAB *entries = nullptr;                /* in shared memory; nullptr when not preloaded */
+LWLock *prepared_lock = nullptr;        /* guards the slots; taken before `lock` when both are */
+PreparedSlot *prepared_slots = nullptr; /* max_prepared_xacts of them, in shared memory */
 
 shmem_request_hook_type previous_request = nullptr;
 shmem_startup_hook_type previous_startup = nullptr;
+ProcessUtility_hook_type previous_utility = nullptr;
 
 } // namespace
 
@@ -80,6 +130,7 @@ shmem_startup_hook_type previous_startup = nullptr;
 struct PendingCount {
 	Key key;
 	uint64 accepted;
+	int level; /* the deepest subtransaction that saved `accepted` before changing it; 1: none */
 	char resource[shown];
 };
 FENCING_PLAIN_DATA(PendingCount);
@@ -87,12 +138,36 @@ FENCING_PLAIN_DATA(PendingCount);
 namespace
 {
 
+/* What a pending count was when subtransaction `level` first changed it. */
+struct SavedCount {
+	PendingCount *counter;
+	uint64 accepted;
+	int counter_level; /* counter->level then */
+	int level;
+};
+FENCING_PLAIN_DATA(SavedCount);
+
 HTAB *pending = nullptr; /* backend memory */
-bool callback_registered = false;
+
+/*
+ * The nesting level of the current (sub)transaction (1: the top level),
+ * kept by the callbacks so that counting does not ask for it.
+ */
+int nest_level = 1;
+
+/* Saved counts of the open subtransactions, innermost last (levels never decrease). */
+SavedCount *saved = nullptr;
+int saved_count = 0;
+int saved_room = 0;
+
+/* The gid of PREPARE TRANSACTION, when this transaction is being prepared. */
+char preparing_gid[GIDSIZE];
+bool preparing_gid_known = false;
 
 Size shared_size()
 {
-	return MAXALIGN(hash_estimate_size(stats_max, sizeof(Entry)));
+	return add_size(MAXALIGN(hash_estimate_size(stats_max, sizeof(Entry))),
+	                mul_size(sizeof(PreparedSlot), static_cast<Size>(max_prepared_xacts)));
 }
 
 void request_shared()
@@ -100,7 +175,7 @@ void request_shared()
 	if (previous_request != nullptr)
 		previous_request();
 	RequestAddinShmemSpace(shared_size());
-	RequestNamedLWLockTranche("fencing stats", 1);
+	RequestNamedLWLockTranche("fencing stats", 2);
 }
 
 void start_shared()
@@ -108,12 +183,22 @@ void start_shared()
 	if (previous_startup != nullptr)
 		previous_startup();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	lock = &GetNamedLWLockTranche("fencing stats")->lock;
+	LWLockPadded *locks = GetNamedLWLockTranche("fencing stats");
+	lock = &locks[0].lock;
+	prepared_lock = &locks[1].lock;
 	HASHCTL ctl;
 	ctl.keysize = sizeof(Key);
 	ctl.entrysize = sizeof(Entry);
 	entries = ShmemInitHash("fencing stats", stats_max, stats_max, &ctl,
 	                        HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	if (max_prepared_xacts > 0) {
+		bool found;
+		Size size = mul_size(sizeof(PreparedSlot), static_cast<Size>(max_prepared_xacts));
+		prepared_slots =
+		    static_cast<PreparedSlot *>(ShmemInitStruct("fencing prepared counts", size, &found));
+		if (!found)
+			memset(prepared_slots, 0, size);
+	}
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -168,35 +253,208 @@ Entry *shared_entry(const Key &key, const char *resource)
 	return static_cast<Entry *>(hash_search(entries, &key, HASH_FIND, &found));
 }
 
-/* At commit, the transaction's accepted writes go to shared memory; at abort, nowhere. */
+/* Adds a transaction's `accepted` writes to the counter of `key`; `lock` held shared. */
+void add_accepted(const Key &key, const char *resource, uint64 accepted, TimestampTz now)
+{
+	Entry *entry = shared_entry(key, resource);
+	if (entry != nullptr) {
+		pg_atomic_fetch_add_u64(&entry->accepted, static_cast<int64>(accepted));
+		SpinLockAcquire(&entry->mutex);
+		entry->used_at = now;
+		SpinLockRelease(&entry->mutex);
+	}
+}
+
+/*
+ * At PREPARE TRANSACTION `gid` (nullptr: not seen), the transaction's counts
+ * wait in a slot for its COMMIT or ROLLBACK PREPARED.  The transaction is
+ * prepared already: nothing here may fail, what finds no room is not counted.
+ */
+void keep_until_prepared_ends(const char *gid)
+{
+	HASH_SEQ_STATUS status;
+	int written = 0;
+	hash_seq_init(&status, pending);
+	for (PendingCount *count; (count = static_cast<PendingCount *>(hash_seq_search(&status)));)
+		written += count->accepted > 0;
+	if (written == 0)
+		return;
+	PreparedSlot *slot = nullptr;
+	if (prepared_slots != nullptr && gid != nullptr) {
+		LWLockAcquire(prepared_lock, LW_EXCLUSIVE);
+		for (int i = 0; i < max_prepared_xacts; i++) {
+			PreparedSlot *s = &prepared_slots[i];
+			/* The gid was free: a slot of it is left from a transaction that ended unseen. */
+			if (s->in_use && s->dbid == MyDatabaseId && strcmp(s->gid, gid) == 0)
+				s->in_use = false;
+			if (!s->in_use && slot == nullptr)
+				slot = s;
+		}
+		if (slot != nullptr) {
+			slot->in_use = true;
+			slot->dbid = MyDatabaseId;
+			strlcpy(slot->gid, gid, sizeof slot->gid);
+			slot->count = 0;
+		}
+	}
+	int lost = 0;
+	hash_seq_init(&status, pending);
+	for (PendingCount *count; (count = static_cast<PendingCount *>(hash_seq_search(&status)));) {
+		if (count->accepted == 0)
+			continue;
+		if (slot == nullptr || slot->count == prepared_counters) {
+			lost++;
+			continue;
+		}
+		PreparedCount *kept = &slot->counts[slot->count++];
+		kept->key = count->key;
+		kept->accepted = count->accepted;
+		memcpy(kept->resource, count->resource, sizeof kept->resource);
+	}
+	if (prepared_slots != nullptr && gid != nullptr)
+		LWLockRelease(prepared_lock);
+	if (lost > 0)
+		ereport(WARNING,
+		        (errmsg("fencing.stats will not count the writes of prepared transaction \"%s\" "
+		                "to %d of the %d relations and resources it wrote to",
+		                gid ? gid : "", lost, written),
+		         errdetail("Shared memory keeps the counts of up to %d relations and resources "
+		                   "for each of max_prepared_transactions (%d) prepared transactions.",
+		                   prepared_counters, max_prepared_xacts)));
+}
+
+/* COMMIT PREPARED `gid` has succeeded (commit) or ROLLBACK PREPARED: count its writes or not. */
+void settle_prepared(const char *gid, bool commit)
+{
+	if (prepared_slots == nullptr)
+		return;
+	LWLockAcquire(prepared_lock, LW_EXCLUSIVE);
+	for (int i = 0; i < max_prepared_xacts; i++) {
+		PreparedSlot *slot = &prepared_slots[i];
+		if (!slot->in_use || slot->dbid != MyDatabaseId || strcmp(slot->gid, gid) != 0)
+			continue;
+		if (commit && slot->count > 0) {
+			LWLockAcquire(lock, LW_SHARED);
+			TimestampTz now = GetCurrentTimestamp();
+			for (int j = 0; j < slot->count; j++)
+				add_accepted(slot->counts[j].key, slot->counts[j].resource,
+				             slot->counts[j].accepted, now);
+			LWLockRelease(lock);
+		}
+		slot->in_use = false;
+	}
+	LWLockRelease(prepared_lock);
+}
+
+/*
+ * At commit, the transaction's accepted writes go to shared memory; at
+ * abort, nowhere; at PREPARE TRANSACTION, to a slot until it ends.
+ */
 void end_of_transaction(XactEvent event, void *)
 {
+	bool commit = event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT;
+	bool prepare = event == XACT_EVENT_PREPARE;
+	if (!commit && !prepare && event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_ABORT)
+		return;
+	nest_level = 1;
+	saved_count = 0;
+	bool gid_known = preparing_gid_known;
+	preparing_gid_known = false;
 	if (pending == nullptr || hash_get_num_entries(pending) == 0)
 		return;
-	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
-	    event != XACT_EVENT_PARALLEL_COMMIT && event != XACT_EVENT_PARALLEL_ABORT)
-		return;
-	bool commit = event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT;
+	if (prepare)
+		keep_until_prepared_ends(gid_known ? preparing_gid : nullptr);
 	HASH_SEQ_STATUS status;
 	hash_seq_init(&status, pending);
 	if (commit)
 		LWLockAcquire(lock, LW_SHARED);
 	TimestampTz now = GetCurrentTimestamp();
 	for (PendingCount *count; (count = static_cast<PendingCount *>(hash_seq_search(&status)));) {
-		if (commit && count->accepted > 0) {
-			Entry *entry = shared_entry(count->key, count->resource);
-			if (entry != nullptr) {
-				pg_atomic_fetch_add_u64(&entry->accepted, static_cast<int64>(count->accepted));
-				SpinLockAcquire(&entry->mutex);
-				entry->used_at = now;
-				SpinLockRelease(&entry->mutex);
-			}
-		}
+		if (commit && count->accepted > 0)
+			add_accepted(count->key, count->resource, count->accepted, now);
 		bool found;
 		hash_search(pending, &count->key, HASH_REMOVE, &found);
 	}
 	if (commit)
 		LWLockRelease(lock);
+}
+
+/*
+ * A subtransaction starts: counting compares with its level.  It ends: the
+ * counts it saved are put back (abort) or become its parent's (commit).
+ */
+void end_of_subtransaction(SubXactEvent event, SubTransactionId, SubTransactionId, void *)
+{
+	if (event == SUBXACT_EVENT_START_SUB) {
+		nest_level = GetCurrentTransactionNestLevel();
+		return;
+	}
+	if (event != SUBXACT_EVENT_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	int level = GetCurrentTransactionNestLevel(); /* still the ending one's */
+	int first = saved_count;
+	while (first > 0 && saved[first - 1].level >= level)
+		first--;
+	int kept = first;
+	for (int i = first; i < saved_count; i++) {
+		SavedCount s = saved[i];
+		if (event == SUBXACT_EVENT_ABORT_SUB) {
+			s.counter->accepted = s.accepted;
+			s.counter->level = s.counter_level;
+			continue;
+		}
+		/* Unless the parent saved the counter itself, the value saved here is the parent's. */
+		s.counter->level = level - 1;
+		if (s.counter_level < level - 1) {
+			s.level = level - 1;
+			saved[kept++] = s;
+		}
+	}
+	saved_count = kept;
+	nest_level = level - 1;
+}
+
+/* The first change of `counter` in the current subtransaction: its value is kept for an abort. */
+void save_count(PendingCount *counter)
+{
+	Assert(counter->level < nest_level);
+	if (saved_count == saved_room) {
+		int room = saved_room == 0 ? 16 : saved_room * 2;
+		Size size = sizeof(SavedCount) * static_cast<Size>(room);
+		saved = static_cast<SavedCount *>(
+		    saved == nullptr ? MemoryContextAlloc(TopMemoryContext, size) : repalloc(saved, size));
+		saved_room = room;
+	}
+	saved[saved_count++] = SavedCount{counter, counter->accepted, counter->level, nest_level};
+	counter->level = nest_level;
+}
+
+/* Remembers PREPARE TRANSACTION's gid; settles COMMIT and ROLLBACK PREPARED once they succeed. */
+void utility_settling_prepared(PlannedStmt *statement, const char *text, bool read_only,
+                               ProcessUtilityContext context, ParamListInfo params,
+                               QueryEnvironment *env, DestReceiver *dest,
+                               QueryCompletion *completion)
+{
+	Node *parsed = statement->utilityStmt;
+	TransactionStmtKind kind = TRANS_STMT_BEGIN;
+	char gid[GIDSIZE] = "";
+	if (parsed != nullptr && IsA(parsed, TransactionStmt)) {
+		const auto *transaction = reinterpret_cast<TransactionStmt *>(parsed);
+		kind = transaction->kind;
+		if (transaction->gid != nullptr)
+			strlcpy(gid, transaction->gid, sizeof gid);
+	}
+	if (kind == TRANS_STMT_PREPARE) {
+		/* Used if the transaction gets prepared when this statement ends. */
+		memcpy(preparing_gid, gid, sizeof gid);
+		preparing_gid_known = true;
+	}
+	if (previous_utility != nullptr)
+		previous_utility(statement, text, read_only, context, params, env, dest, completion);
+	else
+		standard_ProcessUtility(statement, text, read_only, context, params, env, dest, completion);
+	if (kind == TRANS_STMT_COMMIT_PREPARED || kind == TRANS_STMT_ROLLBACK_PREPARED)
+		settle_prepared(gid, kind == TRANS_STMT_COMMIT_PREPARED);
 }
 
 PendingCount *pending_count(const Key &key, const char *resource)
@@ -211,14 +469,11 @@ PendingCount *pending_count(const Key &key, const char *resource)
 		pending = hash_create("fencing pending counts", 16, &ctl,
 		                      HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
-	if (!callback_registered) {
-		RegisterXactCallback(end_of_transaction, nullptr);
-		callback_registered = true;
-	}
 	bool found;
 	auto *count = static_cast<PendingCount *>(hash_search(pending, &key, HASH_ENTER, &found));
 	if (!found) {
 		count->accepted = 0;
+		count->level = 1;
 		copy_text(count->resource, resource);
 	}
 	return count;
@@ -275,8 +530,11 @@ PendingCount *resource_counter(const char *resource)
 
 void count_accepted(PendingCount *counter)
 {
-	if (counter != nullptr)
-		counter->accepted++;
+	if (counter == nullptr)
+		return;
+	if (unlikely(counter->level != nest_level))
+		save_count(counter);
+	counter->accepted++;
 }
 
 void note_rejection(Relation rel, const char *resource, Rejection kind, const char *key,
@@ -330,6 +588,10 @@ void install_stats()
 	shmem_request_hook = request_shared;
 	previous_startup = shmem_startup_hook;
 	shmem_startup_hook = start_shared;
+	RegisterXactCallback(end_of_transaction, nullptr);
+	RegisterSubXactCallback(end_of_subtransaction, nullptr);
+	previous_utility = ProcessUtility_hook;
+	ProcessUtility_hook = utility_settling_prepared;
 }
 
 namespace

@@ -4,8 +4,9 @@
  * Counters live in shared memory, so they cover every backend; that needs
  * shared_preload_libraries = 'fencing' (without it the view is empty).  The
  * guard's hot path only bumps a counter in backend memory; a transaction's
- * accepted writes reach shared memory when it commits (a rolled-back write
- * is not counted), rejections at once.
+ * accepted writes reach shared memory when it commits, a prepared
+ * transaction's when COMMIT PREPARED ends it (a write rolled back, also to a
+ * savepoint or by ROLLBACK PREPARED, is not counted), rejections at once.
  */
 #pragma once
 
@@ -31,7 +32,7 @@ PendingCount *relation_counter(Relation rel);
 /* The counter of a resource fenced with fence(), or nullptr. */
 PendingCount *resource_counter(const char *resource);
 
-/* One accepted write. */
+/* One accepted write (of the current subtransaction). */
 void count_accepted(PendingCount *counter);
 
 enum class Rejection { stale, missing };
@@ -43,7 +44,11 @@ enum class Rejection { stale, missing };
 void note_rejection(Relation rel, const char *resource, Rejection kind, const char *key,
                     int64 presented, int64 stored);
 
-/* Defines the settings and, when preloaded, requests the shared memory (from _PG_init). */
+/*
+ * Defines the settings and, when preloaded, requests the shared memory and
+ * installs the transaction callbacks and the ProcessUtility hook that sees
+ * PREPARE TRANSACTION, COMMIT and ROLLBACK PREPARED (from _PG_init).
+ */
 void install_stats();
 
 } // namespace fencing

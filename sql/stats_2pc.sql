@@ -1,0 +1,78 @@
+-- fencing.stats and two-phase commit: a prepared transaction's writes count
+-- when it is COMMIT PREPARED, by whatever session, and never when it is
+-- ROLLBACK PREPARED.  Needs max_prepared_transactions > 0 and
+-- shared_preload_libraries = 'fencing' (else expected/stats_2pc_1.out: skipped).
+SELECT current_setting('max_prepared_transactions')::int = 0
+       OR current_setting('shared_preload_libraries') !~ '\mfencing\M' AS skip_test \gset
+\if :skip_test
+\quit
+\endif
+
+CREATE TABLE prepared_writes (id int PRIMARY KEY);
+SELECT fencing.protect('prepared_writes');
+INSERT INTO prepared_writes VALUES (100, 5);
+SELECT fencing.stats_reset();
+CREATE VIEW prepared_counts AS
+SELECT coalesce(relation::text, resource) AS counter, writes_accepted, stale_rejections
+FROM fencing.stats
+WHERE relation = 'prepared_writes'::regclass OR resource LIKE 'prepared:%'
+ORDER BY 1;
+
+-- ROLLBACK PREPARED: the writes are never counted, neither by the next
+-- transaction of the session that prepared them nor by another session.
+BEGIN;
+INSERT INTO prepared_writes VALUES (1, 1), (2, 1);
+SAVEPOINT s;
+INSERT INTO prepared_writes VALUES (3, 1);
+RELEASE SAVEPOINT s;
+SELECT fencing.fence('prepared:rolled back', 1);
+-- A rejection is counted at once.
+SAVEPOINT r;
+UPDATE prepared_writes SET last_fencing_token = 1 WHERE id = 100;
+ROLLBACK TO SAVEPOINT r;
+PREPARE TRANSACTION 'fencing_stats_rolled_back';
+INSERT INTO prepared_writes VALUES (10, 1);
+SELECT * FROM prepared_counts;
+\c -
+ROLLBACK PREPARED 'fencing_stats_rolled_back';
+SELECT * FROM prepared_counts;
+
+-- COMMIT PREPARED, in another session: the writes count then (not those
+-- rolled back to a savepoint before PREPARE).
+BEGIN;
+INSERT INTO prepared_writes VALUES (1, 1), (2, 1);
+SAVEPOINT s;
+INSERT INTO prepared_writes VALUES (3, 1);
+RELEASE SAVEPOINT s;
+SAVEPOINT t;
+INSERT INTO prepared_writes VALUES (4, 1);
+ROLLBACK TO SAVEPOINT t;
+SELECT fencing.fence('prepared:committed', 1);
+PREPARE TRANSACTION 'fencing_stats_committed';
+SELECT * FROM prepared_counts;
+\c -
+-- A COMMIT PREPARED that fails counts nothing, and keeps the counts.
+CREATE ROLE regress_fencing_stranger;
+SET ROLE regress_fencing_stranger;
+COMMIT PREPARED 'fencing_stats_committed';
+RESET ROLE;
+DROP ROLE regress_fencing_stranger;
+SELECT * FROM prepared_counts;
+COMMIT PREPARED 'fencing_stats_committed';
+SELECT array_agg(id ORDER BY id) AS committed FROM prepared_writes;
+SELECT * FROM prepared_counts;
+-- Once only.
+COMMIT PREPARED 'fencing_stats_committed';
+SELECT * FROM prepared_counts;
+
+-- A prepared transaction's counts are kept for up to 32 relations and
+-- resources: the writes to more of them are not counted, with a WARNING.
+BEGIN;
+SELECT count(fencing.fence('prepared:many ' || i, 1)) FROM generate_series(1, 34) i;
+PREPARE TRANSACTION 'fencing_stats_many';
+COMMIT PREPARED 'fencing_stats_many';
+SELECT count(*) AS counters, sum(writes_accepted) AS accepted
+FROM fencing.stats WHERE resource LIKE 'prepared:many %';
+
+DROP VIEW prepared_counts;
+DROP TABLE prepared_writes;
