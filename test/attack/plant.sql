@@ -103,8 +103,6 @@ CREATE TABLE attacker.plan_tab (
 );
 SELECT fencing.protect('attacker.plan_tab');
 CREATE INDEX plan_partial ON attacker.plan_tab (v) WHERE attacker.imm('planner:partial_index_predicate');
-CREATE INDEX plan_token_partial ON attacker.plan_tab (last_fencing_token)
-	WHERE attacker.imm_loud('planner:token_partial_index_loud');
 CREATE INDEX plan_expr ON attacker.plan_tab ((v + attacker.imm_int('planner:index_expression')));
 CREATE STATISTICS attacker.plan_stats ON (v + attacker.imm_int('planner:extended_statistics')) FROM attacker.plan_tab;
 BEGIN;
