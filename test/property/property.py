@@ -328,7 +328,17 @@ class Generator:
                          "update", t, {"UPDATE"} if explicit else ())
 
     def ddl_plan(self):
-        """One DDL, or an unprotect ... protect window: a list of steps (kind, table, arg)."""
+        """One DDL, or an unprotect ... protect window: a list of steps (kind, table, arg).
+        Often wrapped by a zombie: a key deleted under a fresh token before the DDL, and
+        inserted after it under a token older than that deletion (which must be refused)."""
+        plan = self.ddl_steps()
+        if self.rng.random() < 0.6:
+            t = plan[0][1]
+            k = self.key()
+            plan = [("zombie-delete", t, k)] + plan + [("zombie-insert", t, k)]
+        return plan
+
+    def ddl_steps(self):
         r = self.rng
         t = self.table()
         mode = r.choice(["monotonic", "strict"])
@@ -441,6 +451,7 @@ class Session(threading.Thread):
         self.limit = transactions
         self.ddl_weight = ddl_weight
         self.pending = collections.deque()  # DDL steps still to run (an unprotect ... protect window)
+        self.zombies = {}  # (table, key) -> the token a zombie step deleted it under
 
     def run(self):
         try:
@@ -473,7 +484,51 @@ class Session(threading.Thread):
     def high_seq(self, conn):
         return conn.execute("SELECT last_value FROM prop.audit_seq_seq").fetchone()[0]
 
+    def zombie(self, conn, kind, t, k):
+        """A write of its own transaction, around DDL: see Generator.ddl_plan()."""
+        if kind == "zombie-delete":
+            token = self.clock.tick()
+            self.zombies[(t, k)] = token
+            st = Statement(f"DELETE FROM prop.{t} WHERE k = {k}", "delete", t, ())
+        else:
+            deleted = self.zombies.pop((t, k), None)
+            if deleted is None:
+                return
+            token = max(1, deleted - self.rng.randint(1, 5))
+            cols, vals = self.gen.row(t, k, token)
+            st = Statement(f"INSERT INTO prop.{t} {cols} VALUES {vals}", "insert", t, {"INSERT"})
+        with self.clock.lock:
+            self.live.append(token)
+        st.txn_token = token
+        sid = self.next_sid()
+        self.log[sid] = st
+        try:
+            conn.execute("BEGIN")
+            conn.execute(f"SET LOCAL fencing.token = {token}")
+            conn.execute("SELECT set_config('prop.stmt', %s, true)", (sid,))
+            try:
+                conn.execute(st.sql)
+            except psycopg.Error as e:
+                st.detail = e.diag.message_detail
+                st.own = token
+                raise
+            conn.execute("COMMIT")
+            st.outcome = "ok"
+        except psycopg.Error as e:
+            st.outcome = e.sqlstate or "?"
+            if e.sqlstate not in EXPECTED:
+                self.failures.append(f"unexpected {e.sqlstate}: {e}\n    in: {st.sql}")
+            if not conn.closed:
+                conn.execute("ROLLBACK")
+                st.hi = self.high_seq(conn)
+        finally:
+            with self.clock.lock:
+                self.live.clear()
+
     def ddl(self, conn, kind, t, arg, attempt=0):
+        if kind.startswith("zombie"):
+            self.zombie(conn, kind, t, arg)
+            return
         floor = None
         if kind == "compact":
             floor = self.clock.compact_floor()
