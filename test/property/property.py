@@ -20,13 +20,50 @@ guard must accept, and fails on:
     token column;
   - an error outside the documented set (and any lost connection).
 
+DDL, interleaved with the writes (each in a transaction of its own, with
+weight --ddl-weight): fencing.protect() again with another mode,
+fencing.unprotect(), primary key changes (other columns, another column
+order) and key column type changes (int/bigint/numeric, text/varchar), each
+while protected and inside an unprotect ... protect window, DETACH/ATTACH
+PARTITION, and fencing.compact(table, below) with a floor below every live
+holder's token.  Each DDL notes itself in the same log (prop.note()), so the
+checker replays it in order with the writes; the model then also fails on:
+  - a stale re-insert: a key deleted under token t (while protected)
+    inserted while protected under a token older than t, whatever DDL
+    happened in between (marks are never reset by the model);
+  - an accepted write, while protected, below the table's compact() floor,
+    or leaving a row's stored token lower than it was;
+  - a refusal (23T01) the model cannot explain: its stored token must be one
+    the key, the table's floors or the transaction's own writes had;
+    refusals by a floor that a key identity change (protect(), a primary key
+    or key type change) may raise are allowed only for tokens at or below the
+    highest mark the table had then, and counted apart ("DDL-conservative");
+    a 23T02 in a transaction that set fencing.token;
+  - a DDL error outside the documented set.
+Writes while a table is unprotected are not checked; they set the row's
+stored token (the guard has nothing else to go on when protected again).
+
 It prints its seed and how many transactions each session ran;
 --seed S --sessions 1 --transactions N replays one session's sequence
 exactly (with several sessions the interleaving is the scheduler's).
+On a violation it prints the key's history (writes and DDL of its table):
+the schedule that shows it.
+
+Options:
+  --seconds S        run for S seconds (default 60)
+  --seed N           the seed (default: random, printed)
+  --sessions N       concurrent sessions (default 4)
+  --transactions N   per session, instead of --seconds (for replays)
+  --ddl-weight W     probability that a transaction is DDL (default 0.03;
+                     0 runs the writes-only workload of before)
+  --dsn DSN          libpq connection string
 """
 
 import argparse
+import collections
+import decimal
 import json
+import re
 import random
 import sys
 import threading
@@ -52,6 +89,26 @@ EXPECTED = {
     "57014": "statement timeout",
 }
 
+# Errors a DDL transaction may end with.
+DDL_EXPECTED = {
+    "55P03": "lock timeout",
+    "57014": "statement timeout",
+    "40P01": "deadlock",
+    "40001": "serialization failure",
+    "0A000": "key type change refused while protected (the guard depends on the key)",
+    "55000": "refused while protected / compact() of an unprotected table",
+}
+# Write errors that DDL explains, by statement kind.
+DDL_WRITE_EXPECTED = {
+    ("fenced", "22023"): "fenced_update(): the key names no longer the primary key's columns",
+}
+
+PKEYS = {"mono": ["k", "k, c", "c, k"], "strict": ["k", "k, c", "c, k"], "tenant": ["k", "k, c", "c, k"],
+         "parted": ["k, zone", "zone, k", "k, zone, c", "c, zone, k"]}
+# Key column types: tenant's k is in a policy (its type cannot change); zone is the partition key.
+KEY_TYPES = {"k": ["int", "bigint", "numeric"], "c": ["text", "varchar(8)"]}
+EVENTS = {"PROTECT", "UNPROTECT", "PKEY", "TYPE", "COMPACT", "DETACH"}
+
 TABLES = {"mono": "monotonic", "strict": "strict", "parted": "monotonic", "tenant": "monotonic"}
 KEYS = range(1, 7)
 ZONES = range(3)
@@ -68,7 +125,14 @@ CREATE ROLE fencing_property_rls;
 CREATE SCHEMA prop;
 GRANT USAGE ON SCHEMA prop, fencing TO fencing_property_rls;
 CREATE TABLE prop.audit (seq bigserial PRIMARY KEY, stmt text, rel text, op text,
-                         old_k int, old_zone int, new_k int, new_zone int, new_token bigint);
+                         old_k int, old_zone int, new_k int, new_zone int, new_token bigint,
+                         info text);
+-- A DDL notes itself in the log, in its own transaction, after the DDL took its locks.
+CREATE FUNCTION prop.note(rel text, op text, info text, token bigint) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $$
+    INSERT INTO prop.audit (stmt, rel, op, info, new_token)
+    VALUES (current_setting('prop.stmt', true), rel, op, info, token)
+$$;
 CREATE FUNCTION prop.audit_row() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog AS $$
 BEGIN
@@ -92,11 +156,19 @@ BEGIN
     RETURN CASE WHEN NEW.v % 5 = 4 THEN NULL ELSE NEW END;
 END $$;
 
-CREATE TABLE prop.mono (k int PRIMARY KEY, v int NOT NULL DEFAULT 0, code int UNIQUE);
-CREATE TABLE prop.strict (k int PRIMARY KEY, v int NOT NULL DEFAULT 0);
-CREATE TABLE prop.tenant (k int PRIMARY KEY, v int NOT NULL DEFAULT 0);
-CREATE TABLE prop.parted (k int, zone int, v int NOT NULL DEFAULT 0, PRIMARY KEY (k, zone))
+-- c is always 'a': a primary key with it names the same rows, for key changes.
+-- The unique indexes keep ON CONFLICT (k) / (k, zone) valid whatever the key.
+CREATE TABLE prop.mono (k int PRIMARY KEY, v int NOT NULL DEFAULT 0, code int UNIQUE,
+                        c text NOT NULL DEFAULT 'a');
+CREATE TABLE prop.strict (k int PRIMARY KEY, v int NOT NULL DEFAULT 0, c text NOT NULL DEFAULT 'a');
+CREATE TABLE prop.tenant (k int PRIMARY KEY, v int NOT NULL DEFAULT 0, c text NOT NULL DEFAULT 'a');
+CREATE TABLE prop.parted (k int, zone int, v int NOT NULL DEFAULT 0, c text NOT NULL DEFAULT 'a',
+                          PRIMARY KEY (k, zone))
     PARTITION BY LIST (zone);
+CREATE UNIQUE INDEX mono_k ON prop.mono (k);
+CREATE UNIQUE INDEX strict_k ON prop.strict (k);
+CREATE UNIQUE INDEX tenant_k ON prop.tenant (k);
+CREATE UNIQUE INDEX parted_k ON prop.parted (k, zone);
 CREATE TABLE prop.parted_0 PARTITION OF prop.parted FOR VALUES IN (0);
 CREATE TABLE prop.parted_1 PARTITION OF prop.parted FOR VALUES IN (1);
 CREATE TABLE prop.parted_2 PARTITION OF prop.parted FOR VALUES IN (2);
@@ -136,21 +208,29 @@ class Statement:
         self.lends_to_key = lends_to_key
         self.txn_token = None  # fencing.token in effect in its transaction
         self.outcome = None  # 'ok' or a SQLSTATE
+        self.detail = None  # DETAIL of its error
+        self.hi = None  # the log's sequence after its transaction: it ran before this
+        self.own = 0  # the highest token its transaction presented (its own writes)
 
 
 class Generator:
     """Random transactions, one stream per session."""
 
-    def __init__(self, rng, clock):
+    def __init__(self, rng, clock, live):
         self.rng = rng
         self.clock = clock
+        self.live = live  # the tokens of the session's transaction (compact() stays below them)
 
     def token(self):
-        now = self.clock.now()
-        r = self.rng.random()
-        if r < 0.45:
-            return self.clock.tick()
-        return max(1, now - self.rng.randint(0, 12))
+        with self.clock.lock:
+            now = self.clock.value
+            if self.rng.random() < 0.45:
+                self.clock.value += 1
+                token = self.clock.value
+            else:
+                token = max(1, now - self.rng.randint(0, 12))
+            self.live.append(token)
+        return token
 
     def key(self):
         return self.rng.choice(KEYS)
@@ -243,10 +323,67 @@ class Generator:
             return Statement(f"TRUNCATE prop.{target}", "truncate", t, ())
         if choice == 12 and r.random() < 0.1:
             return Statement("ALTER TABLE prop.parted DETACH PARTITION prop.parted_2; "
+                             "SELECT prop.note('parted', 'DETACH', '2', NULL); "
                              "ALTER TABLE prop.parted ATTACH PARTITION prop.parted_2 FOR VALUES IN (2)",
                              "ddl", "parted", ())
         return Statement(f"UPDATE prop.{t} SET v = v + {r.randint(1, 4)}{settok} WHERE {self.where(t, k)}",
                          "update", t, {"UPDATE"} if explicit else ())
+
+    def ddl_plan(self):
+        """One DDL, or an unprotect ... protect window: a list of steps (kind, table, arg).
+        Often wrapped by a zombie: a key deleted under a fresh token before the DDL, and
+        inserted after it under a token older than that deletion (which must be refused)."""
+        plan = self.ddl_steps()
+        if self.rng.random() < 0.6:
+            t = plan[0][1]
+            k = self.key()
+            plan = [("zombie-delete", t, k)] + plan + [("zombie-insert", t, k)]
+        return plan
+
+    def ddl_steps(self):
+        r = self.rng
+        t = self.table()
+        mode = r.choice(["monotonic", "strict"])
+        x = r.random()
+        if x < 0.15:
+            return [("protect", t, mode)]  # again, maybe with another mode
+        if x < 0.25:
+            return [("unprotect", t, None), ("protect", t, mode)]
+        if x < 0.45:
+            return [("unprotect", t, None), ("pkey", t, r.choice(PKEYS[t])), ("protect", t, mode)]
+        if x < 0.62:
+            return [("unprotect", t, None), self.type_change(t), ("protect", t, mode)]
+        if x < 0.72:
+            return [("pkey", t, r.choice(PKEYS[t]))]
+        if x < 0.8:
+            return [self.type_change(t)]
+        if x < 0.92:
+            return [("compact", t, None)]
+        return [("detach", "parted", None)]
+
+    def type_change(self, t):
+        col = "c" if t == "tenant" or self.rng.random() < 0.3 else "k"
+        return ("type", t, f"{col} {self.rng.choice(KEY_TYPES[col])}")
+
+    def ddl_sql(self, kind, t, arg, floor=None):
+        note = f"SELECT prop.note('{t}', '{{op}}', {{info}}, {{token}})"
+        if kind == "protect":
+            return (f"SELECT fencing.protect('prop.{t}', mode => '{arg}'); "
+                    + note.format(op="PROTECT", info=f"'{arg}'", token="NULL"))
+        if kind == "unprotect":
+            return f"SELECT fencing.unprotect('prop.{t}'); " + note.format(op="UNPROTECT", info="NULL", token="NULL")
+        if kind == "pkey":
+            return (f"ALTER TABLE prop.{t} DROP CONSTRAINT {t}_pkey, ADD PRIMARY KEY ({arg}); "
+                    + note.format(op="PKEY", info=f"'{arg}'", token="NULL"))
+        if kind == "type":
+            col, typ = arg.split(" ", 1)
+            return (f"ALTER TABLE prop.{t} ALTER COLUMN {col} TYPE {typ}; "
+                    + note.format(op="TYPE", info=f"'{arg}'", token="NULL"))
+        if kind == "compact":
+            return f"SELECT fencing.compact('prop.{t}', {floor}); " + note.format(op="COMPACT", info="NULL", token=floor)
+        return ("ALTER TABLE prop.parted DETACH PARTITION prop.parted_2; "
+                "SELECT prop.note('parted', 'DETACH', '2', NULL); "
+                "ALTER TABLE prop.parted ATTACH PARTITION prop.parted_2 FOR VALUES IN (2)")
 
     def merge(self, t, tok):
         r = self.rng
@@ -279,6 +416,7 @@ class Clock:
     def __init__(self):
         self.lock = threading.Lock()
         self.value = 1
+        self.lives = []  # each session's live tokens
 
     def tick(self):
         with self.lock:
@@ -289,14 +427,23 @@ class Clock:
         with self.lock:
             return self.value
 
+    def compact_floor(self):
+        """A floor below every live holder's token and every token the generator may still draw."""
+        with self.lock:
+            lows = [min(live) for live in self.lives if live]
+            return min([self.value - 12] + lows) - 1
+
 
 class Session(threading.Thread):
-    def __init__(self, index, dsn, seed, deadline, clock, log, stop, transactions):
+    def __init__(self, index, dsn, seed, deadline, clock, log, stop, transactions, ddl_weight):
         super().__init__(daemon=True)
         self.index = index
         self.dsn = dsn
         self.rng = random.Random(seed * 1000 + index)
-        self.gen = Generator(self.rng, clock)
+        self.clock = clock
+        self.live = []
+        clock.lives.append(self.live)
+        self.gen = Generator(self.rng, clock, self.live)
         self.deadline = deadline
         self.log = log
         self.stop = stop
@@ -304,6 +451,9 @@ class Session(threading.Thread):
         self.counter = 0
         self.transactions = 0
         self.limit = transactions
+        self.ddl_weight = ddl_weight
+        self.pending = collections.deque()  # DDL steps still to run (an unprotect ... protect window)
+        self.zombies = {}  # (table, key) -> the token a zombie step deleted it under
 
     def run(self):
         try:
@@ -315,16 +465,103 @@ class Session(threading.Thread):
                     if self.limit is None and time.monotonic() >= self.deadline:
                         break
                     self.transactions += 1
-                    self.transaction(conn)
+                    if self.pending and self.rng.random() < 0.5:
+                        self.ddl(conn, *self.pending.popleft())
+                    elif self.ddl_weight and self.rng.random() < self.ddl_weight:
+                        self.pending.extend(self.gen.ddl_plan())
+                        self.ddl(conn, *self.pending.popleft())
+                    else:
+                        self.transaction(conn)
+                # A window left open is closed: the tables end protected.
+                while self.pending and not self.stop.is_set():
+                    self.ddl(conn, *self.pending.popleft())
         except psycopg.OperationalError as e:
             self.failures.append(f"session {self.index}: connection lost: {e}")
             self.stop.set()
+
+    def next_sid(self):
+        self.counter += 1
+        return f"{self.index}.{self.counter}"
+
+    def high_seq(self, conn):
+        return conn.execute("SELECT last_value FROM prop.audit_seq_seq").fetchone()[0]
+
+    def zombie(self, conn, kind, t, k):
+        """A write of its own transaction, around DDL: see Generator.ddl_plan()."""
+        if kind == "zombie-delete":
+            token = self.clock.tick()
+            self.zombies[(t, k)] = token
+            st = Statement(f"DELETE FROM prop.{t} WHERE k = {k}", "delete", t, ())
+        else:
+            deleted = self.zombies.pop((t, k), None)
+            if deleted is None:
+                return
+            token = max(1, deleted - self.rng.randint(1, 5))
+            cols, vals = self.gen.row(t, k, token)
+            st = Statement(f"INSERT INTO prop.{t} {cols} VALUES {vals}", "insert", t, {"INSERT"})
+        with self.clock.lock:
+            self.live.append(token)
+        st.txn_token = token
+        sid = self.next_sid()
+        self.log[sid] = st
+        try:
+            conn.execute("BEGIN")
+            conn.execute(f"SET LOCAL fencing.token = {token}")
+            conn.execute("SELECT set_config('prop.stmt', %s, true)", (sid,))
+            try:
+                conn.execute(st.sql)
+            except psycopg.Error as e:
+                st.detail = e.diag.message_detail
+                st.own = token
+                raise
+            conn.execute("COMMIT")
+            st.outcome = "ok"
+        except psycopg.Error as e:
+            st.outcome = e.sqlstate or "?"
+            if e.sqlstate not in EXPECTED:
+                self.failures.append(f"unexpected {e.sqlstate}: {e}\n    in: {st.sql}")
+            if not conn.closed:
+                conn.execute("ROLLBACK")
+                st.hi = self.high_seq(conn)
+        finally:
+            with self.clock.lock:
+                self.live.clear()
+
+    def ddl(self, conn, kind, t, arg, attempt=0):
+        if kind.startswith("zombie"):
+            self.zombie(conn, kind, t, arg)
+            return
+        floor = None
+        if kind == "compact":
+            floor = self.clock.compact_floor()
+            if floor < 1:
+                return
+        st = Statement(self.gen.ddl_sql(kind, t, arg, floor), "ddl", t, ())
+        st.ddl = kind
+        sid = self.next_sid()
+        self.log[sid] = st
+        try:
+            conn.execute("BEGIN")
+            conn.execute("SELECT set_config('prop.stmt', %s, true)", (sid,))
+            conn.execute(st.sql)
+            conn.execute("COMMIT")
+            st.outcome = "ok"
+        except psycopg.Error as e:
+            st.outcome = e.sqlstate or "?"
+            if e.sqlstate not in DDL_EXPECTED:
+                self.failures.append(f"unexpected DDL error {e.sqlstate}: {e}\n    in: {st.sql}")
+            if not conn.closed:
+                conn.execute("ROLLBACK")
+            # A window's protect() is retried: the table must not stay unprotected.
+            if kind == "protect" and e.sqlstate in ("55P03", "57014", "40P01", "40001") and attempt < 5:
+                self.ddl(conn, kind, t, arg, attempt + 1)
 
     def transaction(self, conn):
         r = self.rng
         level = " ISOLATION LEVEL REPEATABLE READ" if r.random() < 0.1 else ""
         conn.execute("BEGIN" + level)
         txn_token = None
+        refused = []
         try:
             if r.random() < 0.15:
                 conn.execute("SET LOCAL ROLE fencing_property_rls")
@@ -337,8 +574,7 @@ class Session(threading.Thread):
             for _ in range(r.randint(1, 4)):
                 st = self.gen.statement()
                 st.txn_token = txn_token
-                self.counter += 1
-                sid = f"{self.index}.{self.counter}"
+                sid = self.next_sid()
                 self.log[sid] = st
                 savepoint = r.random() < 0.25
                 if savepoint:
@@ -352,7 +588,11 @@ class Session(threading.Thread):
                         st.outcome = "rolled back"
                 except psycopg.Error as e:
                     st.outcome = e.sqlstate or "?"
-                    if e.sqlstate not in EXPECTED:
+                    st.detail = e.diag.message_detail
+                    with self.clock.lock:
+                        st.own = max(self.live, default=0)
+                    refused.append(st)
+                    if e.sqlstate not in EXPECTED and (st.kind, e.sqlstate) not in DDL_WRITE_EXPECTED:
                         self.failures.append(f"unexpected {e.sqlstate}: {e}\n    in: {st.sql}")
                     if not savepoint:
                         raise
@@ -361,103 +601,242 @@ class Session(threading.Thread):
         except psycopg.Error:
             if not conn.closed:
                 conn.execute("ROLLBACK")
+        finally:
+            with self.clock.lock:
+                self.live.clear()
+            if refused and not conn.closed:
+                hi = self.high_seq(conn)
+                for st in refused:
+                    st.hi = hi
 
 
 def bar_rule(mode, token, bar):
     return token > bar if mode == "strict" else token >= bar
 
 
-def check(audit, log, final):
-    """Replays the accepted writes against the model; returns violations."""
+DETAIL_STALE = re.compile(r"Relation (?P<rel>\S+), (?:key \((?P<cols>.*?)\)=\((?P<vals>.*?)\)|all rows|key \(not visible\)): "
+                          r"presented token (?P<presented>\d+), stored token (?P<stored>\d+|\(not visible\)) "
+                          r"\((?P<mode>\w+) mode\)")
+
+
+def check(audit, log, final, stats):
+    """Replays the accepted writes and the DDL against the model; returns violations."""
     violations = []
-    hwm = {}  # (table, k, zone) -> highest token accepted
-    floors = {}  # (table, zone or None) -> TRUNCATE floor
-    exists = set()
+    rows = {}  # (table, k, zone) -> the token the row stores
+    marks = {}  # (table, k, zone) -> highest token of a deletion while protected (never reset)
+    seen = {}  # (table, k, zone) -> highest token the key ever had (rows and marks)
+    floors = {}  # (table, zone or None) -> floor for new keys (TRUNCATE, DETACH)
+    compacted = {}  # table -> compact() floor, for every write
+    protected = {t: True for t in TABLES}
+    modes = dict(TABLES)
+    highest_mark = {}  # table -> highest mark
+    allowed = {}  # table -> refusals of tokens at or below it are allowed (key identity changed)
+    trail = []  # (seq, table, key or None, what happened): the schedule printed with a violation
+    shown = [0]
 
-    def bar(key):
+    def new_key_bar(key):
         t, _, zone = key
-        return max(hwm.get(key, 0), floors.get((t, None), 0),
-                   floors.get((t, zone), 0) if zone is not None else 0)
+        return max(marks.get(key, 0), floors.get((t, None), 0),
+                   floors.get((t, zone), 0) if zone is not None else 0, compacted.get(t, 0))
 
-    def fail(row, message):
+    def history(t, key):
+        lines = [f"      {seq:>7} {what}" for seq, tt, kk, what in trail if tt == t and (kk is None or kk == key)]
+        return "\n    schedule (log seq, statement, what):\n" + "\n".join(lines[-14:]) if lines else ""
+
+    def fail(row, message, key=None):
         st = log.get(row["stmt"])
-        violations.append(f"{message}\n    audit: {row}\n    statement: {st.sql if st else '?'}"
-                          f" (fencing.token {st.txn_token if st else '?'})")
+        text = (f"{message}\n    audit: {row}\n    statement: {st.sql if st else '?'}"
+                f" (fencing.token {st.txn_token if st else '?'})")
+        if shown[0] < 5:
+            shown[0] += 1
+            text += history(row["rel"], key)
+        violations.append(text)
+
+    def mark(key, token):
+        marks[key] = max(marks.get(key, 0), token)
+        highest_mark[key[0]] = max(highest_mark.get(key[0], 0), token)
+        seen[key] = max(seen.get(key, 0), token)
+
+    def store(key, token):
+        rows[key] = token
+        seen[key] = max(seen.get(key, 0), token)
 
     move_tokens = {}
     for row in audit:
         if row["op"] == "INSERT":
             move_tokens[(row["stmt"], row["new_k"])] = row["new_token"]
 
+    # Refusals, checked once every write logged before them is replayed.
+    refusals = sorted((st for st in log.values() if st.outcome in ("23T01", "23T02") and st.hi is not None),
+                      key=lambda st: st.hi)
+    pending = collections.deque(refusals)
+
+    def explain(st):
+        if st.outcome == "23T02":
+            if st.txn_token is not None:
+                violations.append(f"missing token refused in a transaction that set fencing.token "
+                                  f"{st.txn_token}: {st.sql}\n    DETAIL: {st.detail}")
+            else:
+                stats["refusals predicted"] += 1
+            return
+        m = DETAIL_STALE.search(st.detail or "")
+        if m is None:
+            violations.append(f"a stale refusal without the facts in its DETAIL: {st.detail}\n    in: {st.sql}")
+            return
+        rel = m["rel"].split(".")[-1].strip('"')
+        t = "parted" if rel.startswith("parted") else rel
+        presented = int(m["presented"])
+        if m["stored"].startswith("("):
+            stats["refusals predicted"] += 1  # row-level security hides the row
+            return
+        stored = int(m["stored"])
+        if not (presented < stored or (m["mode"] == "strict" and presented == stored)):
+            violations.append(f"a refusal of token {presented} over {stored} in {m['mode']} mode: {st.sql}")
+            return
+        key = None
+        if m["cols"] is not None:
+            values = dict(zip([c.strip() for c in m["cols"].split(",")], [v.strip() for v in m["vals"].split(",")]))
+            k = int(decimal.Decimal(values["k"]))
+            zone = int(values["zone"]) if t == "parted" else None
+            key = (t, k, zone)
+        if key is not None:
+            known = max(seen.get(key, 0), floors.get((t, key[2]), 0) if key[2] is not None else 0)
+        else:
+            known = max([tok for kk, tok in seen.items() if kk[0] == t] + [0])
+            known = max([known] + [tok for (tt, _), tok in floors.items() if tt == t])
+        known = max(known, floors.get((t, None), 0), compacted.get(t, 0), st.own)
+        if stored <= known:
+            stats["refusals predicted"] += 1
+        elif presented <= allowed.get(t, 0):
+            stats["refusals DDL-conservative"] += 1
+        else:
+            violations.append(f"a refusal the model cannot explain: token {presented} refused over {stored}, "
+                              f"the model knows at most {known} for {key or t} and allows DDL refusals up to "
+                              f"{allowed.get(t, 0)}\n    statement: {st.sql} (fencing.token {st.txn_token})"
+                              f"\n    DETAIL: {st.detail}" + history(t, key))
+
     for row in audit:
+        while pending and pending[0].hi < row["seq"]:
+            explain(pending.popleft())
         st = log.get(row["stmt"])
         t = row["rel"]
-        mode = TABLES[t]
+        op = row["op"]
+        seq = row["seq"]
+        if op in EVENTS:
+            stats[f"DDL {op.lower()}"] += 1
+            if op == "PROTECT":
+                protected[t] = True
+                modes[t] = row["info"]
+                allowed[t] = max(allowed.get(t, 0), highest_mark.get(t, 0))
+            elif op == "UNPROTECT":
+                protected[t] = False
+            elif op in ("PKEY", "TYPE"):
+                allowed[t] = max(allowed.get(t, 0), highest_mark.get(t, 0))
+            elif op == "COMPACT":
+                compacted[t] = max(compacted.get(t, 0), row["new_token"])
+            elif op == "DETACH" and protected[t]:
+                zone = int(row["info"])
+                taken = [tok for key, tok in rows.items() if key[0] == t and key[2] == zone]
+                floor = max(taken + [floors.get((t, zone), 0), floors.get((t, None), 0), compacted.get(t, 0)])
+                floors[(t, None)] = max(floors.get((t, None), 0), floor)
+            info = f" {row['info']}" if row["info"] else ""
+            token = f" {row['new_token']}" if row["new_token"] else ""
+            trail.append((seq, t, None, f"{row['stmt']:>8} {op}{info}{token}"
+                                        f"{'' if protected[t] else ' (unprotected)'}"))
+            continue
         if st is None:
             fail(row, "a write no statement of the test made")
             continue
-        if st.mixed_merge:
+        mode = modes[t]
+        guarded = protected[t]
+        floor = compacted.get(t, 0)
+        stats["writes while protected" if guarded else "writes while unprotected"] += 1
+        if guarded and st.mixed_merge:
             fail(row, "a MERGE with mixed token assignments was accepted")
-        if row["op"] == "TRUNCATE":
+        if op == "TRUNCATE":
+            zone = row["old_zone"]
+            trail.append((seq, t, None, f"{row['stmt']:>8} TRUNCATE {'all' if zone is None else zone} "
+                                        f"under {st.txn_token}{'' if guarded else ' (unprotected)'}"))
+            if not guarded:
+                for key in [key for key in rows if key[0] == t and (zone is None or key[2] == zone)]:
+                    del rows[key]
+                continue
             if st.txn_token is None:
                 fail(row, "TRUNCATE accepted without a token")
                 continue
-            zone = row["old_zone"]
-            for key in list(exists):
-                if key[0] == t and (zone is None or key[2] == zone):
-                    if not bar_rule(mode, st.txn_token, hwm.get(key, 0)):
-                        fail(row, f"TRUNCATE under {st.txn_token} over row {key} holding {hwm.get(key)}")
-                    exists.discard(key)
+            if floor and not bar_rule(mode, st.txn_token, floor):
+                fail(row, f"TRUNCATE under {st.txn_token} below the compact() floor {floor}")
+            for key in [key for key in rows if key[0] == t and (zone is None or key[2] == zone)]:
+                if not bar_rule(mode, st.txn_token, rows[key]):
+                    fail(row, f"TRUNCATE under {st.txn_token} over row {key} holding {rows[key]}", key)
+                del rows[key]
             floors[(t, zone)] = max(floors.get((t, zone), 0), st.txn_token)
             continue
-        if row["op"] == "DELETE":
+        if op == "DELETE":
             key = (t, row["old_k"], row["old_zone"])
             if st.kind == "move":
                 presented = move_tokens.get((row["stmt"], row["old_k"]))
             else:
                 presented = st.txn_token
-            if presented is None:
-                fail(row, "DELETE accepted without a token")
-                continue
-            if not bar_rule(mode, presented, hwm.get(key, 0)):
-                fail(row, f"stale DELETE: {presented} after {hwm.get(key, 0)}")
-            hwm[key] = max(hwm.get(key, 0), presented)
-            exists.discard(key)
+            trail.append((seq, t, key, f"{row['stmt']:>8} DELETE {key[1:]} under {presented}"
+                                       f"{'' if guarded else ' (unprotected)'}"))
+            if guarded:
+                if presented is None:
+                    fail(row, "DELETE accepted without a token", key)
+                    rows.pop(key, None)
+                    continue
+                if not bar_rule(mode, presented, max(rows.get(key, 0), floor)):
+                    fail(row, f"stale DELETE: {presented} after {max(rows.get(key, 0), floor)}", key)
+                mark(key, presented)
+            rows.pop(key, None)
             continue
         presented = row["new_token"]
-        lent = row["op"] == "UPDATE" and st.lends_to_key is not None and row["old_k"] == st.lends_to_key
-        if row["op"] not in st.explicit and not lent:
+        new_key = (t, row["new_k"], row["new_zone"])
+        old_key = (t, row["old_k"], row["old_zone"]) if op == "UPDATE" else None
+        trail.append((seq, t, new_key, f"{row['stmt']:>8} {op} {old_key[1:] if old_key else ''}"
+                                       f"{'->' if old_key and old_key != new_key else ''}{new_key[1:]} "
+                                       f"at {presented}{'' if guarded else ' (unprotected)'}"))
+        if old_key and old_key != new_key:
+            trail.append((seq, t, old_key, trail[-1][3]))
+        if not guarded:
+            if old_key:
+                rows.pop(old_key, None)
+            store(new_key, presented)
+            continue
+        lent = op == "UPDATE" and st.lends_to_key is not None and row["old_k"] == st.lends_to_key
+        if op not in st.explicit and not lent:
             if st.txn_token is None:
-                fail(row, f"{row['op']} accepted without a token")
+                fail(row, f"{op} accepted without a token", new_key)
             elif presented != st.txn_token:
-                fail(row, f"{row['op']} wrote {presented}, the transaction presented {st.txn_token}")
-        if (row["op"] == "UPDATE" and st.txn_token is not None and st.kind != "fenced"
+                fail(row, f"{op} wrote {presented}, the transaction presented {st.txn_token}", new_key)
+        if (op == "UPDATE" and st.txn_token is not None and st.kind != "fenced"
                 and presented != st.txn_token):
             # An assigned token beside fencing.token is the row's own (a
             # write-back: fencing.token applies), fencing.token, or refused.
-            fail(row, f"UPDATE under fencing.token {st.txn_token} wrote {presented}")
-        new_key = (t, row["new_k"], row["new_zone"])
-        if row["op"] == "UPDATE":
-            old_key = (t, row["old_k"], row["old_zone"])
-            if not bar_rule(mode, presented, hwm.get(old_key, 0)):
-                fail(row, f"stale UPDATE: {presented} after {hwm.get(old_key, 0)}")
-            hwm[old_key] = max(hwm.get(old_key, 0), presented)
+            fail(row, f"UPDATE under fencing.token {st.txn_token} wrote {presented}", new_key)
+        if op == "UPDATE":
+            stored = rows.get(old_key, 0)
+            if not bar_rule(mode, presented, max(stored, floor)):
+                fail(row, f"stale UPDATE: {presented} after {max(stored, floor)}"
+                          f"{' (the stored token decreased)' if presented < stored else ''}", old_key)
             if old_key != new_key:
-                exists.discard(old_key)
-                if not bar_rule(mode, presented, bar(new_key)):
-                    fail(row, f"key change to a key that must follow {bar(new_key)}: {presented}")
+                rows.pop(old_key, None)
+                mark(old_key, presented)
+                if not bar_rule(mode, presented, new_key_bar(new_key)):
+                    fail(row, f"key change to a key that must follow {new_key_bar(new_key)}: {presented}", new_key)
         else:
-            if not bar_rule(mode, presented, bar(new_key)):
-                fail(row, f"stale INSERT: {presented} after {bar(new_key)}")
-        hwm[new_key] = max(hwm.get(new_key, 0), presented)
-        exists.add(new_key)
+            if not bar_rule(mode, presented, new_key_bar(new_key)):
+                fail(row, f"stale INSERT: {presented} after {new_key_bar(new_key)}", new_key)
+        store(new_key, presented)
+    while pending:
+        explain(pending.popleft())
     # The tables hold exactly the rows the log says, each with its key's last token.
-    if exists != set(final):
-        violations.append(f"rows differ from the log: only in the log {sorted(exists - set(final))[:5]}, "
-                          f"only in the tables {sorted(set(final) - exists)[:5]}")
+    if set(rows) != set(final):
+        violations.append(f"rows differ from the log: only in the log {sorted(set(rows) - set(final))[:5]}, "
+                          f"only in the tables {sorted(set(final) - set(rows))[:5]}")
     for key, token in final.items():
-        if key in exists and token != hwm.get(key):
-            violations.append(f"row {key} holds token {token}, its last accepted write was {hwm.get(key)}")
+        if key in rows and token != rows[key]:
+            violations.append(f"row {key} holds token {token}, its last accepted write was {rows[key]}")
     return violations
 
 
@@ -469,11 +848,13 @@ def main():
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--transactions", type=int, default=None,
                         help="per session, instead of --seconds (for replays)")
+    parser.add_argument("--ddl-weight", type=float, default=0.03,
+                        help="probability that a transaction is DDL (0: writes only)")
     parser.add_argument("--dsn", default="")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
-    print(f"property: seed {seed}, {args.sessions} sessions, {args.seconds:g} s "
-          f"(replay: --seed {seed} --sessions 1)", flush=True)
+    print(f"property: seed {seed}, {args.sessions} sessions, {args.seconds:g} s, DDL weight {args.ddl_weight:g} "
+          f"(replay: --seed {seed} --sessions 1 --ddl-weight {args.ddl_weight:g})", flush=True)
 
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         conn.execute(SETUP)
@@ -482,7 +863,7 @@ def main():
     log = {}
     stop = threading.Event()
     deadline = time.monotonic() + args.seconds
-    sessions = [Session(i, args.dsn, seed, deadline, clock, log, stop, args.transactions)
+    sessions = [Session(i, args.dsn, seed, deadline, clock, log, stop, args.transactions, args.ddl_weight)
                 for i in range(args.sessions)]
     if args.sessions == 1:
         sessions[0].run()
@@ -501,8 +882,9 @@ def main():
         for t in TABLES:
             zone = "zone" if t == "parted" else "NULL::int"
             for k, z, tok in conn.execute(f"SELECT k, {zone}, last_fencing_token FROM prop.{t}"):
-                final[(t, k, z)] = tok
-    violations = check(audit, log, final)
+                final[(t, int(k), z)] = tok  # k may be numeric after a type change
+    stats = collections.Counter()
+    violations = check(audit, log, final, stats)
 
     outcomes = {}
     for st in log.values():
@@ -512,6 +894,11 @@ def main():
           f"transactions per session: {[s.transactions for s in sessions]}")
     for outcome, n in sorted(outcomes.items(), key=lambda x: -x[1]):
         print(f"  {outcome:12} {n:7}  {EXPECTED.get(outcome, '')}")
+    ddl = collections.Counter((st.ddl, st.outcome) for st in log.values() if getattr(st, "ddl", None))
+    if ddl:
+        print("DDL (kind, outcome): " + ", ".join(f"{k} {o} {n}" for (k, o), n in sorted(ddl.items())))
+    for name, n in sorted(stats.items()):
+        print(f"  {name:28} {n:7}")
     for message in failures + violations:
         print("VIOLATION:", message)
     ok = not failures and not violations and len(audit) > 0 and outcomes.get("23T01", 0) > 0
