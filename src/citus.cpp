@@ -9,11 +9,13 @@
 #include "marks.hpp"
 #include "settings.hpp"
 #include "spi.hpp"
+#include "rights.hpp"
 
 extern "C" {
 #include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
@@ -50,6 +52,53 @@ void run_metadata_query(const char *sql, int nargs, Oid *types, Datum *values)
 	int rc = run_sql(sql, nargs, types, values, InvalidSnapshot, true, true);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "fencing: reading Citus metadata failed: %s", SPI_result_code_string(rc));
+}
+
+/*
+ * Is schema fencing_citus, with its table floors, the one the extension
+ * made (owned by the extension owner)?  Any role with CREATE on the database
+ * can make a schema of that name first: the extension then never reads or
+ * writes it with rights other than the caller's.
+ */
+bool own_schema()
+{
+	Oid schema = get_namespace_oid("fencing_citus", true);
+	if (!OidIsValid(schema))
+		return false;
+	Oid floors = get_relname_relid("floors", schema);
+	Oid owner = extension_owner();
+	HeapTuple tuple = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(schema));
+	bool ours = HeapTupleIsValid(tuple) &&
+	            reinterpret_cast<Form_pg_namespace>(GETSTRUCT(tuple))->nspowner == owner;
+	if (HeapTupleIsValid(tuple))
+		ReleaseSysCache(tuple);
+	return ours && OidIsValid(floors) && relation_owner(floors) == owner;
+}
+
+/* Errors unless own_schema(). */
+void require_own_schema()
+{
+	if (!own_schema())
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("schema \"fencing_citus\" was not made by the fencing extension"),
+		         errdetail("The marks of distributed tables live there; another role owns it, or "
+		                   "its table floors."),
+		         errhint("Drop or rename that schema, then protect the table again.")));
+}
+
+/*
+ * Runs `sql` on a Citus marks table as its owner (the protected table's
+ * owner, who made it), with SECURITY_RESTRICTED_OPERATION: nothing that
+ * owner defined on it runs with other rights.
+ */
+int run_on_marks(Oid marks, const char *sql, int nargs, Oid *types, Datum *values,
+                 Snapshot snapshot, bool read_only)
+{
+	Rights saved = become(relation_owner(marks), SECURITY_NOFORCE_RLS, true);
+	int rc = run_sql(sql, nargs, types, values, snapshot, read_only, false);
+	restore(saved);
+	return rc;
 }
 
 /* The text of column `column` of the first result row, copied out of SPI; NULL if NULL. */
@@ -217,7 +266,7 @@ PlannedStmt *with_marks_dropped(PlannedStmt *statement)
 	if (drop->removeType != OBJECT_TABLE && drop->removeType != OBJECT_SCHEMA)
 		return statement;
 	Oid schema = get_namespace_oid("fencing_citus", true);
-	if (!OidIsValid(schema) || !on_coordinator())
+	if (!OidIsValid(schema) || !own_schema() || !on_coordinator())
 		return statement;
 	List *marks = NIL;
 	ListCell *cell;
@@ -348,6 +397,7 @@ bool citus_is_distributed(Oid relid)
 
 CitusShard citus_shard(Relation shard, int64 id)
 {
+	require_own_schema();
 	int64 shard_id = shard_id_of(shard);
 	Oid types[4] = {INT8OID, TEXTOID, OIDOID, TEXTOID};
 	Datum values[4] = {Int64GetDatum(shard_id),
@@ -440,14 +490,15 @@ void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash 
 	                                               get_rel_name(shard.marks));
 	Oid types[3] = {shard.dist_type, BYTEAOID, INT8OID};
 	Datum values[3] = {dist_value, key_hash_datum(key), Int64GetDatum(token)};
-	int rc = run_sql(
+	int rc = run_on_marks(
+	    shard.marks,
 	    psprintf("INSERT INTO %s AS m (dist, key, token, deleted_at)"
 	             " VALUES ($1, $2, $3, pg_catalog.now())"
 	             " ON CONFLICT (key, dist) DO UPDATE"
 	             " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
 	             " WHERE fencing.token_accepts(m.token, EXCLUDED.token, false)",
 	             marks),
-	    3, types, values, InvalidSnapshot, false, true);
+	    3, types, values, InvalidSnapshot, false);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "fencing: raising a mark failed: %s", SPI_result_code_string(rc));
 	SPI_finish();
@@ -478,14 +529,31 @@ bool citus_find_high_water(const CitusShard &shard, const KeyHash &key, int64 *m
 	                                               get_rel_name(shard.marks));
 	const char *floors = quote_qualified_identifier(
 	    get_namespace_name(get_rel_namespace(shard.floors)), get_rel_name(shard.floors));
-	Oid types[2] = {BYTEAOID, INT8OID};
-	Datum values[2] = {key_hash_datum(key), Int64GetDatum(shard.id)};
-	return max_token(psprintf("SELECT pg_catalog.max(token) FROM ("
-	                          " SELECT token FROM %s WHERE key OPERATOR(pg_catalog.=) $1"
-	                          " UNION ALL"
-	                          " SELECT token FROM %s WHERE id OPERATOR(pg_catalog.=) $2) t",
-	                          marks, floors),
-	                 2, types, values, GetLatestSnapshot(), true, mark);
+	Oid types[1] = {BYTEAOID};
+	Datum values[1] = {key_hash_datum(key)};
+	/* The marks as their owner, the floor (the extension's) as the extension owner. */
+	int rc = run_on_marks(shard.marks,
+	                      psprintf("SELECT pg_catalog.max(token) FROM %s"
+	                               " WHERE key OPERATOR(pg_catalog.=) $1",
+	                               marks),
+	                      1, types, values, GetLatestSnapshot(), true);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: reading tokens failed: %s", SPI_result_code_string(rc));
+	bool isnull = true;
+	if (SPI_processed > 0)
+		*mark = DatumGetInt64(result_value(0, 1, &isnull));
+	SPI_finish();
+	bool found = !isnull;
+	int64 floor = 0;
+	Oid floor_types[1] = {INT8OID};
+	Datum floor_values[1] = {Int64GetDatum(shard.id)};
+	if (max_token(psprintf("SELECT token FROM %s WHERE id OPERATOR(pg_catalog.=) $1", floors), 1,
+	              floor_types, floor_values, GetLatestSnapshot(), true, &floor) &&
+	    (!found || floor > *mark)) {
+		*mark = floor;
+		found = true;
+	}
+	return found;
 }
 
 bool citus_find_high_water_anywhere(int64 id, const KeyHash &key, int64 *mark)
@@ -495,6 +563,7 @@ bool citus_find_high_water_anywhere(int64 id, const KeyHash &key, int64 *mark)
 	 * and the co-located marks read with the connections that wrote them.
 	 * A caller who may not read the marks table is told nothing of them.
 	 */
+	require_own_schema();
 	Oid marks = get_relname_relid(psprintf("marks_" INT64_FORMAT, id),
 	                              get_namespace_oid("fencing_citus", false));
 	if (!OidIsValid(marks) || pg_class_aclcheck(marks, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
@@ -533,6 +602,7 @@ int64 citus_highest_stored(Relation rel, AttrNumber token_attnum)
 
 void citus_raise_floor(int64 id, int64 token)
 {
+	require_own_schema();
 	Oid types[2] = {INT8OID, INT8OID};
 	Datum values[2] = {Int64GetDatum(id), Int64GetDatum(token)};
 	int rc = run_sql("INSERT INTO fencing_citus.floors AS f (id, token) VALUES ($1, $2)"
