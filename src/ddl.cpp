@@ -82,7 +82,8 @@ void run_as_table_owner(Oid relid, const char *sql, int nargs, Oid *types, Datum
 }
 
 /* Calls fencing.<function>(relation, token column, mode) as the relation's owner. */
-void call_with_settings(const char *function, Oid relid, const char *token_column, fencing::Mode mode)
+void call_with_settings(const char *function, Oid relid, const char *token_column,
+                        fencing::Mode mode)
 {
 	Oid types[3] = {REGCLASSOID, NAMEOID, TEXTOID};
 	NameData column;
@@ -123,10 +124,10 @@ void require_owner(Relation rel)
 
 /* The relations of a DDL command the event trigger looks at. */
 struct Collected {
-	List *relations;  /* OIDs of tables, partitioned and foreign tables */
-	List *detached;   /* pairs: parent, partition */
-	List *triggers;   /* OIDs of triggers created or altered */
-	List *retyped;    /* pairs: relation OID, column name of ALTER COLUMN ... TYPE and the like */
+	List *relations; /* OIDs of tables, partitioned and foreign tables */
+	List *detached;  /* pairs: parent, partition */
+	List *triggers;  /* OIDs of triggers created or altered */
+	List *retyped;   /* pairs: relation OID, column name of ALTER COLUMN ... TYPE and the like */
 };
 FENCING_PLAIN_DATA(Collected);
 
@@ -153,8 +154,9 @@ Collected collect_commands()
 {
 	Collected collected{NIL, NIL, NIL, NIL};
 	MemoryContext caller = CurrentMemoryContext;
-	int rc = run_sql("SELECT command, classid, objid FROM pg_catalog.pg_event_trigger_ddl_commands()",
-	                 0, nullptr, nullptr, InvalidSnapshot, true, false);
+	int rc =
+	    run_sql("SELECT command, classid, objid FROM pg_catalog.pg_event_trigger_ddl_commands()", 0,
+	            nullptr, nullptr, InvalidSnapshot, true, false);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "fencing: reading the DDL commands failed: %s", SPI_result_code_string(rc));
 	MemoryContext spi = MemoryContextSwitchTo(caller);
@@ -185,15 +187,15 @@ Collected collect_commands()
 				ListCell *partition;
 				foreach (partition,
 				         detached_relations(reinterpret_cast<PartitionCmd *>(at->def)->name))
-					collected.detached = lappend(collected.detached,
-					                             list_make2_oid(cmd->d.alterTable.objectId,
-					                                            lfirst_oid(partition)));
+					collected.detached =
+					    lappend(collected.detached,
+					            list_make2_oid(cmd->d.alterTable.objectId, lfirst_oid(partition)));
 			}
 			if (changes_column_kind(at->subtype) && at->name != nullptr)
-				collected.retyped = lappend(collected.retyped,
-				                            list_make2(makeInteger(static_cast<int>(
-				                                           cmd->d.alterTable.objectId)),
-				                                       makeString(pstrdup(at->name))));
+				collected.retyped =
+				    lappend(collected.retyped,
+				            list_make2(makeInteger(static_cast<int>(cmd->d.alterTable.objectId)),
+				                       makeString(pstrdup(at->name))));
 		}
 	}
 	MemoryContextSwitchTo(spi);
@@ -217,7 +219,8 @@ bool default_is_zero(Relation rel, AttrNumber attnum)
 	HeapTuple tuple = systable_getnext(scan);
 	if (HeapTupleIsValid(tuple)) {
 		bool isnull;
-		Datum adbin = heap_getattr(tuple, Anum_pg_attrdef_adbin, RelationGetDescr(defaults), &isnull);
+		Datum adbin =
+		    heap_getattr(tuple, Anum_pg_attrdef_adbin, RelationGetDescr(defaults), &isnull);
 		if (!isnull) {
 			/*
 			 * DEFAULT 0 on a bigint column is stored as the integer 0 under
@@ -255,11 +258,12 @@ void check_token_column(Relation rel, const char *column)
 	Form_pg_attribute att =
 	    attnum == InvalidAttrNumber ? nullptr : TupleDescAttr(RelationGetDescr(rel), attnum - 1);
 	if (att == nullptr || att->atttypid != INT8OID)
-		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		                errmsg("fencing token column \"%s\" of protected relation \"%s\" must stay a "
-		                       "bigint column",
-		                       column, qualified_name(RelationGetRelid(rel))),
-		                errhint("Run fencing.unprotect() first to remove the guard.")));
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("fencing token column \"%s\" of protected relation \"%s\" must stay a "
+		                "bigint column",
+		                column, qualified_name(RelationGetRelid(rel))),
+		         errhint("Run fencing.unprotect() first to remove the guard.")));
 	if (att->attidentity != '\0' || att->attgenerated != '\0' || !default_is_zero(rel, attnum))
 		ereport(ERROR,
 		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -299,7 +303,8 @@ void check_guarded(Relation rel, const Collected &collected)
 	ScanKeyData key;
 	ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber, F_OIDEQ,
 	            ObjectIdGetDatum(relid));
-	SysScanDesc scan = systable_beginscan(inherits, InheritsRelidSeqnoIndexId, true, nullptr, 1, &key);
+	SysScanDesc scan =
+	    systable_beginscan(inherits, InheritsRelidSeqnoIndexId, true, nullptr, 1, &key);
 	Oid protected_parent = InvalidOid;
 	for (HeapTuple tuple; HeapTupleIsValid(tuple = systable_getnext(scan));) {
 		Oid parent = ((Form_pg_inherits)GETSTRUCT(tuple))->inhparent;
@@ -368,7 +373,8 @@ Datum oid_array(List *relids)
 	ListCell *cell;
 	foreach (cell, relids)
 		values[n++] = ObjectIdGetDatum(lfirst_oid(cell));
-	return PointerGetDatum(construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
+	return PointerGetDatum(
+	    construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
 }
 
 /*
@@ -421,8 +427,8 @@ void keep_history(Oid parent, Oid partition)
 	ListCell *cell;
 	foreach (cell, tree) {
 		Relation leaf = table_open(lfirst_oid(cell), AccessShareLock);
-		highest = std::max(highest,
-		                   highest_stored_token_below(leaf, NameStr(registration.token_column)));
+		highest =
+		    std::max(highest, highest_stored_token_below(leaf, NameStr(registration.token_column)));
 		table_close(leaf, NoLock);
 	}
 	if (highest > 0) {

@@ -100,7 +100,8 @@ Datum relid_array(List *relids)
 	ListCell *cell;
 	foreach (cell, relids)
 		values[n++] = ObjectIdGetDatum(lfirst_oid(cell));
-	return PointerGetDatum(construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
+	return PointerGetDatum(
+	    construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
 }
 
 } // namespace
@@ -171,12 +172,12 @@ bool key_identity(Relation rel, Datum identity[3])
 		types[i] = ObjectIdGetDatum(att->atttypid);
 		collations[i] = ObjectIdGetDatum(pk->rd_indcollation[i]);
 	}
-	identity[0] = PointerGetDatum(construct_array(names, key.count, NAMEOID, NAMEDATALEN, false,
-	                                              TYPALIGN_CHAR));
-	identity[1] = PointerGetDatum(construct_array(types, key.count, REGTYPEOID, sizeof(Oid), true,
-	                                              TYPALIGN_INT));
-	identity[2] = PointerGetDatum(construct_array(collations, key.count, REGCOLLATIONOID,
-	                                              sizeof(Oid), true, TYPALIGN_INT));
+	identity[0] = PointerGetDatum(
+	    construct_array(names, key.count, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
+	identity[1] = PointerGetDatum(
+	    construct_array(types, key.count, REGTYPEOID, sizeof(Oid), true, TYPALIGN_INT));
+	identity[2] = PointerGetDatum(
+	    construct_array(collations, key.count, REGCOLLATIONOID, sizeof(Oid), true, TYPALIGN_INT));
 	index_close(pk, AccessShareLock);
 	return true;
 }
@@ -189,13 +190,14 @@ bool identity_unchanged(Relation rel)
 	Oid types[2] = {REGCLASSOID, REGCLASSARRAYOID};
 	Datum values[2] = {ObjectIdGetDatum(relid),
 	                   relid_array(find_all_inheritors(relid, NoLock, nullptr))};
-	int rc = run_as_owner(&identity_plan,
-	                      "SELECT r.key_columns, r.key_types, r.key_collations, r.relid IS NOT NULL,"
-	                      " EXISTS (SELECT FROM fencing.deleted_keys d"
-	                      "  WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2))"
-	                      " FROM (SELECT) one LEFT JOIN fencing.registry r"
-	                      "  ON r.relid OPERATOR(pg_catalog.=) $1",
-	                      2, types, values, GetLatestSnapshot(), true);
+	int rc =
+	    run_as_owner(&identity_plan,
+	                 "SELECT r.key_columns, r.key_types, r.key_collations, r.relid IS NOT NULL,"
+	                 " EXISTS (SELECT FROM fencing.deleted_keys d"
+	                 "  WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2))"
+	                 " FROM (SELECT) one LEFT JOIN fencing.registry r"
+	                 "  ON r.relid OPERATOR(pg_catalog.=) $1",
+	                 2, types, values, GetLatestSnapshot(), true);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "fencing: reading the registry failed: %s", SPI_result_code_string(rc));
 	bool isnull, null[3];
@@ -239,8 +241,8 @@ bool record_registration(Relation rel, const char *token_column, Mode mode, bool
 	}
 	Datum identity[3];
 	bool has_key = key_identity(rel, identity);
-	Oid types[7] = {REGCLASSOID, NAMEOID,         TEXTOID,           BOOLOID,
-	                NAMEARRAYOID, REGTYPEARRAYOID, REGCOLLATIONARRAYOID};
+	Oid types[7] = {REGCLASSOID,         NAMEOID, TEXTOID, BOOLOID, NAMEARRAYOID, REGTYPEARRAYOID,
+	                REGCOLLATIONARRAYOID};
 	NameData column;
 	namestrcpy(&column, token_column);
 	Datum values[7] = {ObjectIdGetDatum(relid),
@@ -250,8 +252,8 @@ bool record_registration(Relation rel, const char *token_column, Mode mode, bool
 	                   identity[0],
 	                   identity[1],
 	                   identity[2]};
-	char nulls[8] = {' ', ' ', ' ', ' ', has_key ? ' ' : 'n', has_key ? ' ' : 'n',
-	                 has_key ? ' ' : 'n', '\0'};
+	char nulls[8] = {
+	    ' ', ' ', ' ', ' ', has_key ? ' ' : 'n', has_key ? ' ' : 'n', has_key ? ' ' : 'n', '\0'};
 	int rc = run_as_owner(&upsert_plan,
 	                      "INSERT INTO fencing.registry AS r (relid, token_column, mode, protected,"
 	                      " key_columns, key_types, key_collations)"
@@ -273,10 +275,11 @@ bool record_unprotected(Oid relid)
 {
 	Oid types[1] = {REGCLASSOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
-	int rc = run_as_owner(&unprotect_plan,
-	                      "UPDATE fencing.registry SET protected = false, recorded_at = pg_catalog.now()"
-	                      " WHERE relid OPERATOR(pg_catalog.=) $1 AND protected",
-	                      1, types, values, InvalidSnapshot, false);
+	int rc =
+	    run_as_owner(&unprotect_plan,
+	                 "UPDATE fencing.registry SET protected = false, recorded_at = pg_catalog.now()"
+	                 " WHERE relid OPERATOR(pg_catalog.=) $1 AND protected",
+	                 1, types, values, InvalidSnapshot, false);
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "fencing: writing the registry failed: %s", SPI_result_code_string(rc));
 	bool was = SPI_processed > 0;
