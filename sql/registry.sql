@@ -55,7 +55,9 @@ CREATE TRIGGER fencing_guard INSTEAD OF UPDATE ON guarded_view
 FOR EACH ROW EXECUTE FUNCTION fencing.guard('last_fencing_token', 'monotonic');
 SELECT count(*) FROM fencing.protected_tables WHERE relation = 'guarded_view'::regclass;
 SELECT t.error_of($$SELECT fencing.protect('guarded_view')$$);
+SET client_min_messages = error;
 SELECT t.error_of($$SELECT fencing.high_water_mark()$$) AS high_water_mark;
+RESET client_min_messages;
 
 -- A token column of a domain over bigint is refused.
 CREATE DOMAIN token_domain AS bigint CHECK (VALUE >= 0);
@@ -144,7 +146,9 @@ CREATE TABLE fencing_citus.floors (id bigint PRIMARY KEY, token bigint DEFAULT e
 RESET ROLE;
 CREATE TABLE dropped_anyway (id int PRIMARY KEY);
 DROP TABLE dropped_anyway;
+SET client_min_messages = error;
 SELECT t.error_of($$SELECT fencing.high_water_mark()$$) AS high_water_mark;
+RESET client_min_messages;
 DROP SCHEMA fencing_citus CASCADE;
 REVOKE CREATE ON DATABASE contrib_regression FROM regress_fencing_squatter;
 

@@ -275,21 +275,69 @@ void check_token_column(Relation rel, const char *column)
 		         errhint("Run fencing.unprotect() first to remove the guard.")));
 }
 
+/* Does `trigger` call fencing.guard()? */
+bool calls_guard(Oid function)
+{
+	char *name = get_func_name(function);
+	char *schema = get_namespace_name(get_func_namespace(function));
+	return name != nullptr && schema != nullptr && strcmp(name, "guard") == 0 &&
+	       strcmp(schema, "fencing") == 0;
+}
+
+/*
+ * Is the guard of protected table `relid` as its tree needs it: a TRUNCATE
+ * trigger on every relation that has the guard, and the key-change trigger
+ * in the WHEN form exactly when another BEFORE UPDATE row trigger exists?
+ * Only then does the event trigger leave the table's triggers alone (and
+ * need not act as its owner).
+ */
+bool guard_complete(Oid relid)
+{
+	bool others = false, when = false, key_changes = false, complete = true;
+	ListCell *cell;
+	foreach (cell, find_all_inheritors(relid, NoLock, nullptr)) {
+		Relation rel = relation_open(lfirst_oid(cell), AccessShareLock);
+		bool guarded = false, truncate = false;
+		for (int i = 0; rel->trigdesc != nullptr && i < rel->trigdesc->numtriggers; i++) {
+			const Trigger &t = rel->trigdesc->triggers[i];
+			if (!calls_guard(t.tgfoid)) {
+				others |= TRIGGER_TYPE_MATCHES(t.tgtype, TRIGGER_TYPE_ROW, TRIGGER_TYPE_BEFORE,
+				                               TRIGGER_TYPE_UPDATE);
+				continue;
+			}
+			guarded |= strcmp(t.tgname, "fencing_guard") == 0;
+			truncate |= strcmp(t.tgname, "fencing_guard_truncate") == 0;
+			if (lfirst_oid(cell) == relid && strcmp(t.tgname, "fencing_guard_key_changes") == 0) {
+				key_changes = true;
+				when = t.tgqual != nullptr;
+			}
+		}
+		complete = complete && (!guarded || truncate);
+		relation_close(rel, NoLock);
+	}
+	return complete && key_changes && others == when;
+}
+
 /*
  * The protected tables a change to `rel` reaches (a trigger on it, a
  * partition attached to it): itself, the partitioned tables above it and
- * the partitions below it; each gets the key-change trigger its triggers need.
+ * the partitions below it; each gets the TRUNCATE triggers and the
+ * key-change trigger its tree needs, made as its owner.
  */
-void guard_key_changes_near(Relation rel)
+void complete_guards_near(Relation rel)
 {
 	List *near = list_concat(list_copy(partition_ancestors(rel)),
 	                         find_all_inheritors(RelationGetRelid(rel), NoLock, nullptr));
 	ListCell *cell;
 	foreach (cell, near) {
 		Registration registration;
-		if (registration_of(lfirst_oid(cell), &registration) && registration.is_protected)
-			call_with_settings("_guard_key_changes", registration.relid,
-			                   NameStr(registration.token_column), registration.mode);
+		if (!registration_of(lfirst_oid(cell), &registration) || !registration.is_protected ||
+		    guard_complete(registration.relid))
+			continue;
+		call_with_settings("_guard_truncate", registration.relid,
+		                   NameStr(registration.token_column), registration.mode);
+		call_with_settings("_guard_key_changes", registration.relid,
+		                   NameStr(registration.token_column), registration.mode);
 	}
 }
 
@@ -492,16 +540,13 @@ void follow_trigger(Oid trigger_oid, bool renamed)
 	if (!OidIsValid(relid))
 		return;
 	Relation rel = relation_open(relid, AccessShareLock);
-	char *function_name = get_func_name(function);
-	char *schema = get_namespace_name(get_func_namespace(function));
-	bool guard = function_name != nullptr && schema != nullptr &&
-	             strcmp(function_name, "guard") == 0 && strcmp(schema, "fencing") == 0;
+	bool guard = calls_guard(function);
 	if (renamed && guard && !guard_trigger_named(NameStr(name)) && registered(rel))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("the guard's triggers cannot be renamed"),
 		                errhint("Run fencing.unprotect() to remove the guard.")));
 	if (!guard && TRIGGER_FOR_ROW(type) && TRIGGER_FOR_BEFORE(type) && TRIGGER_FOR_UPDATE(type))
-		guard_key_changes_near(rel);
+		complete_guards_near(rel);
 	relation_close(rel, NoLock);
 }
 
@@ -540,11 +585,7 @@ FENCING_FUNCTION(after_table_ddl)
 		if (rel == nullptr)
 			continue;
 		check_guarded(rel, collected);
-		Registration registration;
-		if (protection_of(rel, &registration))
-			call_with_settings("_guard_truncate", registration.relid,
-			                   NameStr(registration.token_column), registration.mode);
-		guard_key_changes_near(rel);
+		complete_guards_near(rel);
 		relation_close(rel, NoLock);
 	}
 	foreach (cell, collected.triggers)
