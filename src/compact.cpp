@@ -34,16 +34,6 @@ using namespace fencing;
 namespace
 {
 
-Datum relid_array(List *relids)
-{
-	Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * list_length(relids)));
-	int n = 0;
-	ListCell *cell;
-	foreach (cell, relids)
-		values[n++] = ObjectIdGetDatum(lfirst_oid(cell));
-	return PointerGetDatum(construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
-}
-
 /*
  * A floor can never come down, and a floor is a token: any positive bigint
  * (the token domain, no lower cap), but not more than one above `seen` -

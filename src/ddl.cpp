@@ -414,17 +414,6 @@ SPIPlanPtr copy_marks_plan = nullptr;
 SPIPlanPtr partition_floor_plan = nullptr;
 SPIPlanPtr raise_floors_plan = nullptr;
 
-Datum oid_array(List *relids)
-{
-	Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * (list_length(relids) + 1)));
-	int n = 0;
-	ListCell *cell;
-	foreach (cell, relids)
-		values[n++] = ObjectIdGetDatum(lfirst_oid(cell));
-	return PointerGetDatum(
-	    construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
-}
-
 /*
  * A partition left a protected table: the table keeps what the partition
  * held.  Its marks (also those a table attached as a partition brought in)
@@ -446,7 +435,7 @@ void keep_history(Oid parent, Oid partition)
 	List *tree = find_all_inheritors(partition, AccessShareLock, nullptr);
 
 	Oid types[2] = {REGCLASSARRAYOID, REGCLASSARRAYOID};
-	Datum values[2] = {oid_array(scope), oid_array(tree)};
+	Datum values[2] = {relid_array(scope), relid_array(tree)};
 	int rc = run_as_owner(&copy_marks_plan,
 	                      "INSERT INTO fencing.deleted_keys (relid, key, token)"
 	                      " SELECT s.s, d.key, pg_catalog.max(d.token)"

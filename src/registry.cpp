@@ -93,17 +93,6 @@ bool same_array(Datum a, bool a_null, Datum b, bool b_null)
 	return DatumGetBool(OidFunctionCall2Coll(F_ARRAY_EQ, C_COLLATION_OID, a, b));
 }
 
-Datum relid_array(List *relids)
-{
-	Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * (list_length(relids) + 1)));
-	int n = 0;
-	ListCell *cell;
-	foreach (cell, relids)
-		values[n++] = ObjectIdGetDatum(lfirst_oid(cell));
-	return PointerGetDatum(
-	    construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
-}
-
 } // namespace
 
 bool registration_of(Oid relid, Registration *registration)

@@ -5,7 +5,9 @@
 #include "rights.hpp"
 
 extern "C" {
+#include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 }
 
 namespace fencing
@@ -78,6 +80,16 @@ int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snap
 	if (as_owner)
 		restore(saved);
 	return rc;
+}
+
+Datum relid_array(List *relids)
+{
+	Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * (list_length(relids) + 1)));
+	int n = 0;
+	ListCell *cell;
+	foreach (cell, relids)
+		values[n++] = ObjectIdGetDatum(lfirst_oid(cell));
+	return PointerGetDatum(construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
 }
 
 Datum result_value(uint64 row, int column, bool *isnull)

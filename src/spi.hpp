@@ -40,6 +40,9 @@ int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datu
 int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
             bool read_only, bool as_owner);
 
+/* A list of relation OIDs as a regclass[] parameter. */
+Datum relid_array(List *relids);
+
 /* Column `column` (1-based) of row `row` of the last result, and whether it is NULL. */
 Datum result_value(uint64 row, int column, bool *isnull);
 
