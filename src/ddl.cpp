@@ -593,7 +593,8 @@ FENCING_FUNCTION(protect)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 		                errmsg("fencing.protect() arguments must not be null")));
-	Relation rel = open_target(fcinfo, AccessShareLock);
+	/* One protect() or unprotect() of a table at a time: they drop and remake its triggers. */
+	Relation rel = open_target(fcinfo, ShareRowExclusiveLock);
 	Oid relid = RelationGetRelid(rel);
 	require_owner(rel);
 	relation_close(rel, NoLock);
@@ -614,7 +615,7 @@ FENCING_FUNCTION(protect)
 /* fencing.unprotect(target): the guard goes; the registry keeps the key identity. */
 FENCING_FUNCTION(unprotect)
 {
-	Relation rel = open_target(fcinfo, AccessShareLock);
+	Relation rel = open_target(fcinfo, ShareRowExclusiveLock);
 	Oid relid = RelationGetRelid(rel);
 	require_owner(rel);
 	relation_close(rel, NoLock);
