@@ -12,7 +12,7 @@ SET search_path = pg_catalog, pg_temp;
 
 -- The registry: the tables fencing.protect() guards, with their settings and
 -- the identity of the primary key their marks were made under (key columns
--- in order, their types and collations).  Written only by protect(),
+-- in order, their types, collations and type modifiers).  Written only by protect(),
 -- unprotect() and the DDL the extension follows (src/ddl.cpp), with the
 -- extension owner's rights; the extension knows its tables from here, never
 -- from trigger names.  An unprotected table keeps its row (protected =
@@ -25,6 +25,7 @@ CREATE TABLE fencing.registry (
 	key_columns name[],
 	key_types regtype[],
 	key_collations regcollation[],
+	key_typmods integer[],
 	recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 SELECT pg_catalog.pg_extension_config_dump('fencing.registry', '');
@@ -52,13 +53,15 @@ WITH guarded AS (
 	  AND c.oid IN (SELECT d.relid FROM fencing.deleted_keys d UNION SELECT f.relid FROM fencing.floors f)
 	  AND c.oid NOT IN (SELECT g.relid FROM guarded g)
 )
-INSERT INTO fencing.registry (relid, token_column, mode, protected, key_columns, key_types, key_collations)
-SELECT k.relid, k.token_column, k.mode, k.protected, i.names, i.types, i.collations
+INSERT INTO fencing.registry (relid, token_column, mode, protected, key_columns, key_types, key_collations,
+                              key_typmods)
+SELECT k.relid, k.token_column, k.mode, k.protected, i.names, i.types, i.collations, i.typmods
 FROM known k
 LEFT JOIN LATERAL (
 	SELECT pg_catalog.array_agg(a.attname ORDER BY n.n) AS names,
 	       pg_catalog.array_agg(a.atttypid::pg_catalog.regtype ORDER BY n.n) AS types,
-	       pg_catalog.array_agg(x.indcollation[n.n - 1]::pg_catalog.regcollation ORDER BY n.n) AS collations
+	       pg_catalog.array_agg(x.indcollation[n.n - 1]::pg_catalog.regcollation ORDER BY n.n) AS collations,
+	       pg_catalog.array_agg(a.atttypmod ORDER BY n.n) AS typmods
 	FROM pg_catalog.pg_index x,
 	     pg_catalog.unnest(x.indkey::pg_catalog.int2[]) WITH ORDINALITY n(attnum, n),
 	     pg_catalog.pg_attribute a
@@ -557,6 +560,19 @@ REVOKE ALL ON FUNCTION fencing._highest_token(regclass, name) FROM PUBLIC;
 COMMENT ON FUNCTION fencing.high_water_mark() IS
 'the highest token held by protected tables, deleted-key marks, truncate floors, fences and leases; 0 if none';
 
+
+-- Before DROP TABLE: a partition of a protected table is not dropped while
+-- attached (its rows' tokens would go with it); DETACH PARTITION first keeps
+-- its history.  In C (src/ddl.cpp), with the dropping role's rights.
+CREATE FUNCTION fencing._before_drop()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'before_drop'
+LANGUAGE C;
+COMMENT ON FUNCTION fencing._before_drop() IS
+'internal: event trigger refusing to drop a partition of a protected table';
+CREATE EVENT TRIGGER fencing_before_drop ON ddl_command_start
+WHEN TAG IN ('DROP TABLE')
+EXECUTE FUNCTION fencing._before_drop();
 
 DROP FUNCTION fencing._guard_key_changes(regclass);
 DROP FUNCTION fencing._guard_truncate(regclass);

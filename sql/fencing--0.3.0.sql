@@ -52,7 +52,7 @@ COMMENT ON TABLE fencing.floors IS
 
 -- The registry: the tables fencing.protect() guards, with their settings and
 -- the identity of the primary key their marks were made under (key columns
--- in order, their types and collations).  Written only by protect(),
+-- in order, their types, collations and type modifiers).  Written only by protect(),
 -- unprotect() and the DDL the extension follows (src/ddl.cpp), with the
 -- extension owner's rights; the extension knows its tables from here, never
 -- from trigger names.  An unprotected table keeps its row (protected =
@@ -65,6 +65,7 @@ CREATE TABLE fencing.registry (
 	key_columns name[],
 	key_types regtype[],
 	key_collations regcollation[],
+	key_typmods integer[],
 	recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 SELECT pg_catalog.pg_extension_config_dump('fencing.registry', '');
@@ -251,6 +252,19 @@ COMMENT ON FUNCTION fencing._forget_dropped_marks() IS
 'internal: event trigger removing the marks, floors and registrations of dropped tables';
 CREATE EVENT TRIGGER fencing_forget_dropped_marks ON sql_drop
 EXECUTE FUNCTION fencing._forget_dropped_marks();
+
+-- Before DROP TABLE: a partition of a protected table is not dropped while
+-- attached (its rows' tokens would go with it); DETACH PARTITION first keeps
+-- its history.  In C (src/ddl.cpp), with the dropping role's rights.
+CREATE FUNCTION fencing._before_drop()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'before_drop'
+LANGUAGE C;
+COMMENT ON FUNCTION fencing._before_drop() IS
+'internal: event trigger refusing to drop a partition of a protected table';
+CREATE EVENT TRIGGER fencing_before_drop ON ddl_command_start
+WHEN TAG IN ('DROP TABLE')
+EXECUTE FUNCTION fencing._before_drop();
 
 -- Is schema fencing_citus, and its table floors, the extension owner's (made
 -- by _citus_floors())?  Any role with CREATE on the database can make a

@@ -7,6 +7,7 @@
  */
 #include "arguments.hpp"
 #include "citus.hpp"
+#include "compat.hpp"
 #include "marks.hpp"
 #include "registry.hpp"
 #include "spi.hpp"
@@ -25,6 +26,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 }
 
 #include <algorithm>
@@ -101,11 +103,16 @@ FENCING_FUNCTION(compact)
 	 * checked the old floor cannot commit after the marks it relied on are
 	 * gone.
 	 */
+	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
+	    !owns_relation(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)),
+		               get_rel_name(relid));
+	/* Only then the lock: a role that does not own the table cannot queue it. */
 	Relation rel = try_relation_open(relid, ShareRowExclusiveLock);
 	if (rel == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
 		                errmsg("relation with OID %u does not exist", relid)));
-	if (!pg_class_ownercheck(relid, GetUserId()))
+	if (!owns_relation(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
 		               RelationGetRelationName(rel));
 	TableFence fence;

@@ -21,6 +21,7 @@ extern "C" {
 #include "access/relation.h"
 #include "access/table.h"
 #include "catalog/indexing.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_attrdef.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
@@ -30,6 +31,7 @@ extern "C" {
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
 #include "nodes/primnodes.h"
 #include "tcop/cmdtag.h"
@@ -101,12 +103,22 @@ const char *qualified_name(Oid relid)
 	                                  get_rel_name(relid));
 }
 
-/* Opens a relation, or errors with 42P01 (NULL and missing relations alike). */
-Relation open_target(FunctionCallInfo fcinfo, LOCKMODE lock)
+/*
+ * Opens a relation, or errors with 42P01 (a missing one) or, with
+ * `owner_only`, 42501 (one the current user does not own) before taking the
+ * lock: a role that may not change the table cannot queue a lock that makes
+ * its writers wait.
+ */
+Relation open_target(FunctionCallInfo fcinfo, LOCKMODE lock, bool owner_only = false)
 {
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
+	if (owner_only && SearchSysCacheExists1(RELOID, PG_GETARG_DATUM(0)) &&
+	    !owns_relation(PG_GETARG_OID(0), GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER,
+		               get_relkind_objtype(get_rel_relkind(PG_GETARG_OID(0))),
+		               get_rel_name(PG_GETARG_OID(0)));
 	Relation rel = try_relation_open(PG_GETARG_OID(0), lock);
 	if (rel == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
@@ -370,8 +382,9 @@ void check_guarded(Relation rel, const Collected &collected)
 		                errdetail("Writes through the table reach the child, which has no guard."),
 		                errhint("Use declarative partitioning, whose partitions take the guard.")));
 
+	/* The table or partition of a protected table: what its own DDL may not do. */
 	Registration registration;
-	if (!registration_of(relid, &registration) || !registration.is_protected)
+	if (!protection_of(rel, &registration))
 		return;
 	const char *column = NameStr(registration.token_column);
 	if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
@@ -394,15 +407,18 @@ void check_guarded(Relation rel, const Collected &collected)
 			         errhint("Run fencing.unprotect() first to remove the guard.")));
 	}
 	check_token_column(rel, column);
+	if (identity_unchanged(rel))
+		return;
 	/*
 	 * The key identity changed (columns, order, types, collations): the guard
-	 * follows the new key (and refuses one it cannot mark), and the floor for
-	 * new keys rises above the marks the new identity cannot find.
+	 * of a protected table follows the new key (and refuses one it cannot
+	 * mark), and the floor for new keys rises above the marks the new
+	 * identity cannot find.  A partition (a table attached with marks made
+	 * under another key) gets its own floor, which its rows' new keys follow.
 	 */
-	if (!identity_unchanged(rel)) {
+	if (registration.relid == relid)
 		call_with_settings("_protect", relid, column, registration.mode);
-		(void)record_registration(rel, column, registration.mode, true);
-	}
+	(void)record_registration(rel, column, registration.mode, registration.relid == relid);
 }
 
 } // namespace
@@ -583,6 +599,57 @@ FENCING_FUNCTION(after_table_ddl)
 }
 
 /*
+ * fencing._before_drop(): the ddl_command_start event trigger of DROP TABLE.
+ * A partition of a protected table takes its rows' tokens along when it is
+ * dropped, so a key could come back under an older token: it is refused,
+ * unless the protected table goes in the same command.  DETACH PARTITION
+ * first leaves the table the partition's history (a floor above its rows'
+ * tokens, its marks); then the partition can be dropped.
+ */
+FENCING_FUNCTION(before_drop)
+{
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		                errmsg("fencing._before_drop: not fired by an event trigger")));
+	auto *event = reinterpret_cast<EventTriggerData *>(fcinfo->context);
+	auto *drop = reinterpret_cast<DropStmt *>(event->parsetree);
+	if (own_ddl > 0 || !IsA(drop, DropStmt) || drop->removeType != OBJECT_TABLE)
+		PG_RETURN_VOID();
+	List *dropped = NIL;
+	ListCell *cell;
+	foreach (cell, drop->objects) {
+		RangeVar *name = makeRangeVarFromNameList(static_cast<List *>(lfirst(cell)));
+		Oid relid = RangeVarGetRelid(name, NoLock, true);
+		if (OidIsValid(relid))
+			dropped = lappend_oid(dropped, relid);
+	}
+	foreach (cell, dropped) {
+		if (!get_rel_relispartition(lfirst_oid(cell)))
+			continue;
+		Relation rel = try_relation_open(lfirst_oid(cell), AccessShareLock);
+		if (rel == nullptr)
+			continue;
+		Registration registration;
+		bool guarded = protection_of(rel, &registration) && registration.relid != RelationGetRelid(rel);
+		relation_close(rel, AccessShareLock);
+		bool with_table = false;
+		ListCell *other;
+		foreach (other, dropped)
+			with_table |= lfirst_oid(other) == registration.relid;
+		if (guarded && !with_table)
+			ereport(ERROR,
+			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			         errmsg("partition \"%s\" of protected table \"%s\" cannot be dropped",
+			                qualified_name(lfirst_oid(cell)), qualified_name(registration.relid)),
+			         errdetail("Its rows' tokens would go with it, and their keys could come back "
+			                   "under older tokens."),
+			         errhint("Detach it first (ALTER TABLE ... DETACH PARTITION), which leaves the "
+			                 "table its history, then drop it.")));
+	}
+	PG_RETURN_VOID();
+}
+
+/*
  * fencing.protect(target, token_column, mode): for the table's owner.  The
  * guard is installed by fencing._protect() running as the owner with
  * SECURITY_RESTRICTED_OPERATION (also when a superuser calls), then the
@@ -594,7 +661,7 @@ FENCING_FUNCTION(protect)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 		                errmsg("fencing.protect() arguments must not be null")));
 	/* One protect() or unprotect() of a table at a time: they drop and remake its triggers. */
-	Relation rel = open_target(fcinfo, ShareRowExclusiveLock);
+	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, true);
 	Oid relid = RelationGetRelid(rel);
 	require_owner(rel);
 	relation_close(rel, NoLock);
@@ -615,7 +682,7 @@ FENCING_FUNCTION(protect)
 /* fencing.unprotect(target): the guard goes; the registry keeps the key identity. */
 FENCING_FUNCTION(unprotect)
 {
-	Relation rel = open_target(fcinfo, ShareRowExclusiveLock);
+	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, true);
 	Oid relid = RelationGetRelid(rel);
 	require_owner(rel);
 	relation_close(rel, NoLock);

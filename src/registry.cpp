@@ -145,21 +145,23 @@ bool registered(Relation rel)
 	return false;
 }
 
-bool key_identity(Relation rel, Datum identity[3])
+bool key_identity(Relation rel, Datum identity[4])
 {
 	Oid index = RelationGetPrimaryKeyIndex(rel);
 	if (!OidIsValid(index)) {
-		identity[0] = identity[1] = identity[2] = static_cast<Datum>(0);
+		identity[0] = identity[1] = identity[2] = identity[3] = static_cast<Datum>(0);
 		return false;
 	}
 	Relation pk = index_open(index, AccessShareLock);
 	KeyColumns key = key_columns(pk);
-	Datum names[INDEX_MAX_KEYS], types[INDEX_MAX_KEYS], collations[INDEX_MAX_KEYS];
+	Datum names[INDEX_MAX_KEYS], types[INDEX_MAX_KEYS], collations[INDEX_MAX_KEYS],
+	    typmods[INDEX_MAX_KEYS];
 	for (int i = 0; i < key.count; i++) {
 		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), key.attnums[i] - 1);
 		names[i] = NameGetDatum(&att->attname);
 		types[i] = ObjectIdGetDatum(att->atttypid);
 		collations[i] = ObjectIdGetDatum(pk->rd_indcollation[i]);
+		typmods[i] = Int32GetDatum(att->atttypmod);
 	}
 	identity[0] = PointerGetDatum(
 	    construct_array(names, key.count, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
@@ -167,6 +169,8 @@ bool key_identity(Relation rel, Datum identity[3])
 	    construct_array(types, key.count, REGTYPEOID, sizeof(Oid), true, TYPALIGN_INT));
 	identity[2] = PointerGetDatum(
 	    construct_array(collations, key.count, REGCOLLATIONOID, sizeof(Oid), true, TYPALIGN_INT));
+	identity[3] = PointerGetDatum(
+	    construct_array(typmods, key.count, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 	index_close(pk, AccessShareLock);
 	return true;
 }
@@ -174,14 +178,15 @@ bool key_identity(Relation rel, Datum identity[3])
 bool identity_unchanged(Relation rel)
 {
 	Oid relid = RelationGetRelid(rel);
-	Datum identity[3];
+	Datum identity[4];
 	bool has_key = key_identity(rel, identity);
 	Oid types[2] = {REGCLASSOID, REGCLASSARRAYOID};
 	Datum values[2] = {ObjectIdGetDatum(relid),
 	                   relid_array(find_all_inheritors(relid, NoLock, nullptr))};
 	int rc =
 	    run_as_owner(&identity_plan,
-	                 "SELECT r.key_columns, r.key_types, r.key_collations, r.relid IS NOT NULL,"
+	                 "SELECT r.key_columns, r.key_types, r.key_collations, r.key_typmods,"
+	                 " r.relid IS NOT NULL,"
 	                 " EXISTS (SELECT FROM fencing.deleted_keys d"
 	                 "  WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2))"
 	                 " FROM (SELECT) one LEFT JOIN fencing.registry r"
@@ -189,14 +194,14 @@ bool identity_unchanged(Relation rel)
 	                 2, types, values, GetLatestSnapshot(), true);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "fencing: reading the registry failed: %s", SPI_result_code_string(rc));
-	bool isnull, null[3];
-	Datum recorded[3];
-	for (int i = 0; i < 3; i++)
+	bool isnull, null[4];
+	Datum recorded[4];
+	for (int i = 0; i < 4; i++)
 		recorded[i] = result_value(0, i + 1, &null[i]);
-	bool was_registered = DatumGetBool(result_value(0, 4, &isnull));
-	bool has_marks = DatumGetBool(result_value(0, 5, &isnull));
+	bool was_registered = DatumGetBool(result_value(0, 5, &isnull));
+	bool has_marks = DatumGetBool(result_value(0, 6, &isnull));
 	bool unchanged = true;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		unchanged = unchanged && same_array(recorded[i], null[i], identity[i], !has_key);
 	/* Never registered: the identity its marks (if any) were made under is unknown. */
 	if (!was_registered)
@@ -228,31 +233,32 @@ bool record_registration(Relation rel, const char *token_column, Mode mode, bool
 		raised = SPI_processed > 0;
 		SPI_finish();
 	}
-	Datum identity[3];
+	Datum identity[4];
 	bool has_key = key_identity(rel, identity);
-	Oid types[7] = {REGCLASSOID,         NAMEOID, TEXTOID, BOOLOID, NAMEARRAYOID, REGTYPEARRAYOID,
-	                REGCOLLATIONARRAYOID};
+	Oid types[8] = {REGCLASSOID,  NAMEOID,         TEXTOID,              BOOLOID,
+	                NAMEARRAYOID, REGTYPEARRAYOID, REGCOLLATIONARRAYOID, INT4ARRAYOID};
 	NameData column;
 	namestrcpy(&column, token_column);
-	Datum values[7] = {ObjectIdGetDatum(relid),
+	Datum values[8] = {ObjectIdGetDatum(relid),
 	                   NameGetDatum(&column),
 	                   CStringGetTextDatum(mode_name(mode)),
 	                   BoolGetDatum(is_protected),
 	                   identity[0],
 	                   identity[1],
-	                   identity[2]};
-	char nulls[8] = {
-	    ' ', ' ', ' ', ' ', has_key ? ' ' : 'n', has_key ? ' ' : 'n', has_key ? ' ' : 'n', '\0'};
+	                   identity[2],
+	                   identity[3]};
+	char key_null = has_key ? ' ' : 'n';
+	char nulls[9] = {' ', ' ', ' ', ' ', key_null, key_null, key_null, key_null, '\0'};
 	int rc = run_as_owner(&upsert_plan,
 	                      "INSERT INTO fencing.registry AS r (relid, token_column, mode, protected,"
-	                      " key_columns, key_types, key_collations)"
-	                      " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+	                      " key_columns, key_types, key_collations, key_typmods)"
+	                      " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 	                      " ON CONFLICT (relid) DO UPDATE SET token_column = EXCLUDED.token_column,"
 	                      " mode = EXCLUDED.mode, protected = EXCLUDED.protected,"
 	                      " key_columns = EXCLUDED.key_columns, key_types = EXCLUDED.key_types,"
 	                      " key_collations = EXCLUDED.key_collations,"
-	                      " recorded_at = pg_catalog.now()",
-	                      7, types, values, InvalidSnapshot, false, nulls);
+	                      " key_typmods = EXCLUDED.key_typmods, recorded_at = pg_catalog.now()",
+	                      8, types, values, InvalidSnapshot, false, nulls);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "fencing: writing the registry failed: %s", SPI_result_code_string(rc));
 	SPI_finish();

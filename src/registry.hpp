@@ -38,10 +38,10 @@ bool registered(Relation rel);
 
 /*
  * The identity of a relation's primary key as SQL arrays: column names in
- * key order, their types and their collations; false (and nulls) if it has
+ * key order, their types, their collations and their type modifiers; false (and nulls) if it has
  * no primary key.
  */
-bool key_identity(Relation rel, Datum identity[3]);
+bool key_identity(Relation rel, Datum identity[4]);
 
 /*
  * Is the key identity recorded for `rel` the one its primary key has now?

@@ -111,6 +111,8 @@ static bool calls_guard(const Trigger *trigger)
 static bool installed_by_protect(const Trigger *trigger, const Registration &registration)
 {
 	return strncmp(trigger->tgname, guard_trigger_name, strlen(guard_trigger_name)) == 0 &&
+	       (trigger->tgqual == nullptr ||
+	        strncmp(trigger->tgname, "fencing_guard_key_changes", 25) == 0) &&
 	       (trigger->tgnargs == 2 || trigger->tgnargs == 3) &&
 	       strcmp(trigger->tgargs[0], NameStr(registration.token_column)) == 0 &&
 	       strcmp(trigger->tgargs[1], mode_name(registration.mode)) == 0;
