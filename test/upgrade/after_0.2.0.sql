@@ -5,6 +5,8 @@
 \set VERBOSITY terse
 ALTER EXTENSION fencing UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'fencing';
+-- The registry as the update made it, for the end.
+CREATE TEMP TABLE registered AS SELECT * FROM fencing.registry;
 
 -- State kept, row for row, before anything writes.
 SELECT 'deleted_keys' AS state, count(*) AS lost FROM (
@@ -37,7 +39,7 @@ UNION ALL SELECT 'sequences', count(*) FROM (
 	SELECT * FROM before.sequences
 	EXCEPT (SELECT 'token_seq', last_value, is_called FROM fencing.token_seq
 	        UNION ALL SELECT 'token_history', last_value, is_called FROM fencing.token_history)) s;
--- What was kept, by table (the marks of the dropped nothing, so all of them).
+-- What was kept, by table.
 SELECT relid::regclass, count(*) AS marks, min(token), max(token)
 FROM fencing.deleted_keys GROUP BY relid ORDER BY relid::text;
 SELECT relid::regclass, token, compacted FROM fencing.floors ORDER BY relid::text;
@@ -49,8 +51,8 @@ SELECT fencing.high_water_mark() = value AS same_high_water_mark FROM facts WHER
 
 -- The registry: every table 0.2.0 guarded, with its settings, and the
 -- tables with marks that were no longer guarded (the detached partition, the
--- unprotected table), unprotected; not the partitions of a protected table,
--- nor a table never protected.
+-- unprotected table), unprotected; not the partitions of a protected table
+-- (events_eu has marks, events_ap a floor), nor a table never protected.
 SELECT relid, token_column, mode, protected, key_columns, key_types, key_collations
 FROM fencing.registry ORDER BY relid::text;
 SELECT relation::regclass, token_column, mode FROM before.protected_tables
@@ -93,10 +95,11 @@ TRUNCATE batches;
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO batches VALUES (1, '{}', 20);
 
--- events: the marks of the partitions, the detached one's kept by the table,
--- its floor from the rows it took away (13), the truncated partition's floor
--- (15); a partition made after the update is guarded.
-INSERT INTO events VALUES ('eu', 1, 'zombie', 5);
+-- events: the marks of the partitions (eu 1 at 16), the detached one's kept
+-- by the table (us 1 at 6) under its floor from the rows it took away (13),
+-- the truncated partition's floor (15); a partition made after the update
+-- is guarded.
+INSERT INTO events VALUES ('eu', 1, 'zombie', 15);
 \echo :LAST_ERROR_SQLSTATE
 CREATE TABLE events_us2 PARTITION OF events FOR VALUES IN ('us');
 INSERT INTO events VALUES ('us', 1, 'zombie', 12);
@@ -107,10 +110,13 @@ INSERT INTO events VALUES ('ap', 1, 'zombie', 14);
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO events VALUES ('us', 4, 'unfenced');
 \echo :LAST_ERROR_SQLSTATE
-INSERT INTO events VALUES ('eu', 1, 'again', 6), ('us', 1, 'again', 13), ('ap', 1, 'again', 15);
+UPDATE events SET body = 'late', last_fencing_token = 3 WHERE region = 'eu' AND id = 2;
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO events VALUES ('eu', 1, 'again', 16), ('us', 1, 'again', 13), ('ap', 1, 'again', 15);
+UPDATE events SET body = 'on time', last_fencing_token = 4 WHERE region = 'eu' AND id = 2;
 SELECT tableoid::regclass, * FROM events ORDER BY region, id;
 -- The detached partition is not guarded: any write goes.
-INSERT INTO events_us VALUES ('us', 1, 'unguarded', 0);
+INSERT INTO events_us VALUES ('us', 5, 'unguarded', 0);
 DELETE FROM events_us WHERE id = 2;
 SELECT * FROM events_us ORDER BY id;
 
@@ -138,28 +144,36 @@ SELECT fencing.renew('order:1', 'worker-a', value, '1 hour') AS still_held FROM 
 SELECT fencing.acquire('order:1', 'worker-c', '1 hour') IS NULL AS still_busy;
 SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS clock_now \gset
 SELECT fencing.acquire('order:2', 'worker-c', '1 hour') AS newer \gset
-SELECT :newer > (SELECT max(value) FROM facts) AS newer_token, :newer >= :clock_now AS follows_clock,
+SELECT :newer >= :clock_now AS follows_clock,
        :newer > (SELECT last_value FROM before.sequences WHERE name = 'token_seq') AS after_the_sequence;
+SELECT name AS above_the_new_token FROM facts WHERE value > :newer;
 SELECT count(*) AS timelines FROM fencing.token_timelines;
 SELECT fencing.fence('order:3', 41);
 \echo :LAST_ERROR_SQLSTATE
 SELECT fencing.fence('order:3', 43) AS previous_mark;
 SELECT fencing.fence('old:2', 18);
 \echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY sqlstate
 SELECT fencing.fence('old:3', value) FROM facts WHERE name = 'old';
-\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
 SELECT fencing.acquire('old:1', 'worker-y', '1 hour') > value AS above_the_floor FROM facts WHERE name = 'old';
 SELECT fencing.compact_resources(value + 2, 'old:') AS compacted_resources FROM facts WHERE name = 'old';
 SELECT fencing.high_water_mark() >= :newer AS high_water_mark;
 
--- The key identity the upgrade recorded is the one protect() records: every
--- registered table protected again (under the settings it has) changes
--- nothing in the registry and raises no floor.
-CREATE TEMP TABLE registered AS SELECT * FROM fencing.registry;
+-- The key identity the update recorded is the one protect() records: every
+-- registered table protected (again) under the settings it has changes no
+-- key identity in the registry and raises no floor.
 CREATE TEMP TABLE floors_now AS SELECT relid, token, compacted FROM fencing.floors;
 SELECT fencing.protect(relid, token_column, mode) FROM fencing.registry ORDER BY relid::text;
-SELECT relid::regclass, r.key_columns, r.key_types, r.key_collations
-FROM registered r
+SELECT relid, r.key_columns, r.key_types, r.key_collations FROM registered r
 EXCEPT SELECT relid, key_columns, key_types, key_collations FROM fencing.registry;
+SELECT relid, key_columns, key_types, key_collations FROM fencing.registry
+EXCEPT SELECT relid, r.key_columns, r.key_types, r.key_collations FROM registered r;
 SELECT * FROM floors_now EXCEPT SELECT relid, token, compacted FROM fencing.floors;
 SELECT relid, protected FROM fencing.registry ORDER BY relid::text;
+-- The detached partition is guarded now, with its marks.
+INSERT INTO events_us VALUES ('us', 9, 'unfenced');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO events_us VALUES ('us', 1, 'zombie', 5);
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO events_us VALUES ('us', 1, 'again', 6);

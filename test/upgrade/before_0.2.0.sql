@@ -6,8 +6,9 @@
 -- "before" for test/upgrade/after_0.2.0.sql to compare with.
 CREATE EXTENSION fencing VERSION '0.2.0';
 
--- Monotonic, int key: rows, deleted keys, a compact() floor.
-CREATE TABLE jobs (id int PRIMARY KEY, state text);
+-- Monotonic, int key after a dropped column: rows, deleted keys, a compact() floor.
+CREATE TABLE jobs (gone int, id int PRIMARY KEY, state text);
+ALTER TABLE jobs DROP COLUMN gone;
 SELECT fencing.protect('jobs');
 INSERT INTO jobs SELECT g, 'queued', 5 FROM generate_series(1, 6) g;
 BEGIN; SET LOCAL fencing.token = 7; DELETE FROM jobs WHERE id IN (1, 2); COMMIT;
@@ -16,10 +17,10 @@ UPDATE jobs SET state = 'running', last_fencing_token = 9 WHERE id = 4;
 -- Marks below 8 go (key 1 and 2), the floor is 8: no write below 8 at all.
 SELECT fencing.compact('jobs', 8) AS compacted_marks;
 
--- Strict mode, a token column of its own, a composite key with a collation
--- and types printed differently under other settings.
+-- Strict mode, a token column of its own, a composite key not in column
+-- order, with a collation.
 CREATE TABLE bookings (room text COLLATE "C", day date, amount numeric, note text,
-                       PRIMARY KEY (room, day, amount));
+                       PRIMARY KEY (day, room, amount));
 SELECT fencing.protect('bookings', 'fence_token', 'strict');
 INSERT INTO bookings (room, day, amount, note, fence_token) VALUES
 	('A"1', '2026-12-24', 1.50, 'eve', 3),
@@ -34,8 +35,9 @@ BEGIN; SET LOCAL fencing.token = 20; TRUNCATE batches; COMMIT;
 INSERT INTO batches VALUES (3, '{"after": "truncate"}', 21);
 
 -- Partitioned, protected at the top: marks under the partitions and the
--- table; one partition detached with its marks (the table keeps them and a
--- floor), one truncated on its own.
+-- table; one partition detached with its marks (the table keeps them, and a
+-- floor of 13 from the rows it took away), one truncated on its own (15), a
+-- key deleted above the floor (16).
 CREATE TABLE events (region text, id int, body text, PRIMARY KEY (region, id)) PARTITION BY LIST (region);
 CREATE TABLE events_eu PARTITION OF events FOR VALUES IN ('eu');
 CREATE TABLE events_us PARTITION OF events FOR VALUES IN ('us');
@@ -43,9 +45,10 @@ CREATE TABLE events_ap PARTITION OF events FOR VALUES IN ('ap');
 SELECT fencing.protect('events');
 INSERT INTO events VALUES ('eu', 1, 'a', 4), ('eu', 2, 'b', 4), ('us', 1, 'c', 4), ('us', 2, 'd', 13),
                           ('ap', 1, 'e', 4);
-BEGIN; SET LOCAL fencing.token = 6; DELETE FROM events WHERE id = 1 AND region IN ('eu', 'us'); COMMIT;
+BEGIN; SET LOCAL fencing.token = 6; DELETE FROM events WHERE id = 1 AND region = 'us'; COMMIT;
 ALTER TABLE events DETACH PARTITION events_us;
 BEGIN; SET LOCAL fencing.token = 15; TRUNCATE events_ap; COMMIT;
+BEGIN; SET LOCAL fencing.token = 16; DELETE FROM events WHERE id = 1 AND region = 'eu'; COMMIT;
 
 -- Protected, keys deleted, then unprotected: the marks stay.
 CREATE TABLE legacy (code text PRIMARY KEY, v int);
