@@ -36,7 +36,9 @@ COMMENT ON TABLE fencing.registry IS
 -- Every table 0.2.0 guarded (its fencing_guard trigger's arguments, read by
 -- 0.2.0's own helper for the last time), and every other table that has
 -- marks or floors (a detached partition, a table unprotected before), with
--- the key identity it has now.
+-- the key identity it has now; not the partitions of such tables (their
+-- marks and floors are the guarded tree's: protect() and unprotect()
+-- register the table, never its partitions).
 WITH guarded AS (
 	SELECT t.tgrelid AS relid, s.token_column, s.mode
 	FROM pg_catalog.pg_trigger t
@@ -45,13 +47,19 @@ WITH guarded AS (
 	WHERE t.tgname = 'fencing_guard' AND t.tgparentid = 0 AND t.tgnargs IN (2, 3)
 	  AND t.tgfoid = 'fencing.guard()'::pg_catalog.regprocedure
 	  AND s.mode IN ('monotonic', 'strict')
-), known AS (
-	SELECT g.relid, g.token_column, g.mode, true AS protected FROM guarded g
-	UNION ALL
-	SELECT c.oid, 'last_fencing_token', 'monotonic', false FROM pg_catalog.pg_class c
+), marked AS (
+	SELECT c.oid AS relid FROM pg_catalog.pg_class c
 	WHERE c.relkind IN ('r', 'p')
 	  AND c.oid IN (SELECT d.relid FROM fencing.deleted_keys d UNION SELECT f.relid FROM fencing.floors f)
 	  AND c.oid NOT IN (SELECT g.relid FROM guarded g)
+), known AS (
+	SELECT g.relid, g.token_column, g.mode, true AS protected FROM guarded g
+	UNION ALL
+	SELECT m.relid, 'last_fencing_token', 'monotonic', false FROM marked m
+	WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_partition_ancestors(m.relid) a
+	                  WHERE a.relid OPERATOR(pg_catalog.<>) m.relid
+	                    AND (a.relid IN (SELECT g.relid FROM guarded g)
+	                         OR a.relid IN (SELECT n.relid FROM marked n)))
 )
 INSERT INTO fencing.registry (relid, token_column, mode, protected, key_columns, key_types, key_collations,
                               key_typmods)

@@ -52,3 +52,27 @@ SELECT fencing.fence('order:3', 43) AS previous_mark;
 -- pg_dump dumps the extension's state tables, and only existing ones.
 SELECT c::regclass AS dumped_with_the_extension
 FROM pg_extension e, unnest(e.extconfig) c WHERE e.extname = 'fencing' ORDER BY c::regclass::text;
+
+-- The registry, built from the guards 0.2.0's update made: the protected
+-- tables with their settings and key identity (the temporary table went
+-- with its session).
+SELECT relid, token_column, mode, protected, key_columns, key_types, key_collations
+FROM fencing.registry ORDER BY relid::text;
+-- That key identity is the one protect() records: protected again under
+-- the same settings, no table's registry row changes and no floor rises.
+CREATE TEMP TABLE registered AS SELECT * FROM fencing.registry;
+CREATE TEMP TABLE floors_now AS SELECT relid, token, compacted FROM fencing.floors;
+SELECT fencing.protect(relid, token_column, mode) FROM fencing.registry ORDER BY relid::text;
+SELECT relid::regclass, r.key_columns, r.key_types, r.key_collations
+FROM registered r
+EXCEPT SELECT relid, key_columns, key_types, key_collations FROM fencing.registry;
+SELECT * FROM floors_now EXCEPT SELECT relid, token, compacted FROM fencing.floors;
+-- unprotect() and protect() on a table the update registered.
+SELECT fencing.unprotect('jobs');
+SELECT relid, protected FROM fencing.registry WHERE relid = 'jobs'::regclass;
+INSERT INTO jobs VALUES (9, 'unguarded');
+SELECT fencing.protect('jobs');
+INSERT INTO jobs VALUES (10, 'unfenced');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO jobs VALUES (2, 'zombie', 6);
+\echo :LAST_ERROR_SQLSTATE
