@@ -854,6 +854,8 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION fencing.high_water_mark() FROM PUBLIC;
+COMMENT ON FUNCTION fencing.high_water_mark() IS
+'the highest token held by protected tables, deleted-key marks, truncate floors, fences and leases; 0 if none';
 
 -- The highest value of a bigint column over a table and its partitions, read
 -- in C (src/ddl.cpp); for high_water_mark().
@@ -864,8 +866,6 @@ LANGUAGE C STABLE;
 COMMENT ON FUNCTION fencing._highest_token(regclass, name) IS
 'internal: the highest value of a bigint column of a table and its partitions, read in C';
 REVOKE ALL ON FUNCTION fencing._highest_token(regclass, name) FROM PUBLIC;
-COMMENT ON FUNCTION fencing.high_water_mark() IS
-'the highest token held by protected tables, deleted-key marks, truncate floors, fences and leases; 0 if none';
 
 -- Observability: counters in shared memory (shared_preload_libraries =
 -- 'fencing'), one row per protected relation and per fenced resource of this

@@ -203,6 +203,18 @@ Collected collect_commands()
 					    lappend(collected.detached,
 					            list_make2_oid(cmd->d.alterTable.objectId, lfirst_oid(partition)));
 			}
+			/*
+			 * The table ATTACH PARTITION attached (the command names its
+			 * parent): it must follow the rules of the protected table it
+			 * joins, and bring no marks its new key cannot find.
+			 */
+			if (at->subtype == AT_AttachPartition) {
+				Oid attached =
+				    RangeVarGetRelid(reinterpret_cast<PartitionCmd *>(at->def)->name, NoLock, true);
+				if (OidIsValid(attached) && get_rel_relispartition(attached) &&
+				    !list_member_oid(collected.relations, attached))
+					collected.relations = lappend_oid(collected.relations, attached);
+			}
 			if (changes_column_kind(at->subtype) && at->name != nullptr)
 				collected.retyped =
 				    lappend(collected.retyped,
