@@ -1,6 +1,23 @@
 -- fencing 0.3.0: fencing tokens checked by the storage.
 \echo Use "CREATE EXTENSION fencing" to load this file. \quit
 
+-- CREATE EXTENSION installs into a schema named fencing if one exists: it
+-- must be the installing role's, or another role could have planted objects
+-- there that the extension's own code would find.
+DO $$
+BEGIN
+	IF EXISTS (SELECT FROM pg_catalog.pg_namespace n
+	           WHERE n.nspname OPERATOR(pg_catalog.=) 'fencing'
+	             AND n.nspowner OPERATOR(pg_catalog.<>)
+	                 (SELECT r.oid FROM pg_catalog.pg_roles r
+	                  WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)) THEN
+		RAISE EXCEPTION 'schema "fencing" belongs to another role'
+			USING ERRCODE = 'insufficient_privilege',
+			      HINT = 'Drop or rename that schema, or let its owner install the extension.';
+	END IF;
+END
+$$;
+
 -- Every object is schema-qualified and every function body pins search_path,
 -- so nothing planted earlier in a caller's search_path is ever picked up.
 -- Installing changes nothing outside the extension's own objects: no

@@ -158,3 +158,15 @@ DROP FUNCTION evaluated(), touch();
 DROP DOMAIN token_domain;
 DROP OWNED BY regress_fencing_stranger, regress_fencing_squatter;
 DROP ROLE regress_fencing_stranger, regress_fencing_squatter;
+
+-- CREATE EXTENSION refuses a schema named fencing made by another role.
+CREATE DATABASE fencing_planted;
+\c fencing_planted
+CREATE ROLE regress_fencing_planter;
+CREATE SCHEMA fencing AUTHORIZATION regress_fencing_planter;
+CREATE EXTENSION fencing;
+SELECT count(*) FROM pg_extension WHERE extname = 'fencing';
+DROP SCHEMA fencing;
+DROP ROLE regress_fencing_planter;
+\c contrib_regression
+DROP DATABASE fencing_planted;

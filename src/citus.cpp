@@ -5,6 +5,7 @@
  * loaded and a table was protected as a distributed table.
  */
 #include "citus.hpp"
+#include "compat.hpp"
 #include "table.hpp"
 #include "marks.hpp"
 #include "settings.hpp"
@@ -299,7 +300,7 @@ PlannedStmt *with_marks_dropped(PlannedStmt *statement)
 				Oid marks_table = marks_of(lfirst_oid(relid), schema);
 				if (!OidIsValid(marks_table))
 					continue;
-				if (!pg_class_ownercheck(marks_table, GetUserId())) {
+				if (!owns_relation(marks_table, GetUserId())) {
 					ereport(WARNING, (errmsg("the marks table %s stays: it is not yours to drop",
 					                         get_rel_name(marks_table)),
 					                  errhint("Its owner may drop fencing_citus.%s.",
@@ -444,6 +445,13 @@ CitusShard citus_shard(Relation shard, int64 id)
 		                 "', colocate_with => '%s').",
 		                 id, qualified ? qualified : name)));
 	}
+	/* A forged marks id on a shard's guard cannot reach another owner's marks. */
+	if (relation_owner(placement.marks) != shard->rd_rel->relowner)
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("the deleted-key marks of relation \"%s\" belong to another role",
+		                RelationGetRelationName(shard)),
+		         errhint("Run fencing.protect() on the distributed table again.")));
 	placement.dist_attnum = get_attnum(RelationGetRelid(shard), column);
 	if (placement.dist_attnum == InvalidAttrNumber)
 		elog(ERROR, "fencing: distribution column \"%s\" not found in shard \"%s\"", column,
@@ -616,13 +624,19 @@ void citus_raise_floor(int64 id, int64 token)
 
 int64 citus_remove_marks(int64 id, int64 below)
 {
-	/* As the current user, the table's owner: the marks table is theirs. */
+	/* As the marks table's owner (the table's), even when a superuser compacts. */
+	require_own_schema();
+	Oid marks = get_relname_relid(psprintf("marks_" INT64_FORMAT, id),
+	                              get_namespace_oid("fencing_citus", false));
+	if (!OidIsValid(marks))
+		return 0;
 	Oid types[1] = {INT8OID};
 	Datum values[1] = {Int64GetDatum(below)};
-	int rc = run_sql(psprintf("DELETE FROM fencing_citus.marks_" INT64_FORMAT
-	                          " WHERE token OPERATOR(pg_catalog.<) $1",
-	                          id),
-	                 1, types, values, InvalidSnapshot, false, false);
+	int rc = run_on_marks(marks,
+	                      psprintf("DELETE FROM fencing_citus.marks_" INT64_FORMAT
+	                               " WHERE token OPERATOR(pg_catalog.<) $1",
+	                               id),
+	                      1, types, values, InvalidSnapshot, false);
 	if (rc != SPI_OK_DELETE)
 		elog(ERROR, "fencing: removing marks failed: %s", SPI_result_code_string(rc));
 	int64 removed = static_cast<int64>(SPI_processed);

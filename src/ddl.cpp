@@ -8,6 +8,7 @@
  * the extension's own tables (registry, marks, floors), which run as the
  * extension owner on SQL of the extension's own, every name qualified.
  */
+#include "citus.hpp"
 #include "errors.hpp"
 #include "registry.hpp"
 #include "rights.hpp"
@@ -587,7 +588,8 @@ FENCING_FUNCTION(after_table_ddl)
 	 * rebuild tables as they were, guard included.
 	 */
 	const char *application = GetConfigOption("application_name", false, false);
-	if (application != nullptr && strncmp(application, "citus_internal", 14) == 0)
+	if (citus_loaded() && application != nullptr &&
+	    strncmp(application, "citus_internal", 14) == 0)
 		PG_RETURN_VOID();
 	auto *event = reinterpret_cast<EventTriggerData *>(fcinfo->context);
 	bool alter_trigger = event->tag == CMDTAG_ALTER_TRIGGER;

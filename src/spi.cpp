@@ -70,7 +70,7 @@ int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snap
 		elog(ERROR, "fencing: SPI_connect failed");
 	Rights saved{};
 	if (as_owner)
-		saved = become(extension_owner(), SECURITY_NOFORCE_RLS, false);
+		saved = become(extension_owner(), SECURITY_NOFORCE_RLS, true);
 	SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
 	if (plan == nullptr)
 		elog(ERROR, "fencing: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));

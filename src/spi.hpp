@@ -34,8 +34,11 @@ int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datu
                  Snapshot snapshot, bool read_only, const char *nulls = nullptr);
 
 /*
- * The same, prepared for this call only, as the extension owner if
- * `as_owner`, else as the current user.
+ * The same, prepared for this call only, as the extension owner (with
+ * search_path pg_catalog, pg_temp: the SQL may name operators unqualified)
+ * if `as_owner`, else as the current user.  run_as_owner() keeps the
+ * caller's search_path, for speed on the guard's path: its SQL names every
+ * function and operator with its schema.
  */
 int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
             bool read_only, bool as_owner);

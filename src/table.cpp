@@ -133,6 +133,13 @@ bool fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence)
 	fence_from_registration(rel, registration, fence);
 	if (trigger->tgnargs == 3)
 		fence_from_arguments(rel, trigger, fence);
+	if (fence->citus_id != 0 && fence->citus_id != static_cast<int64>(registration.relid))
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("trigger \"%s\" on relation \"%s\" was not installed by fencing.protect()",
+		                trigger->tgname, relation_name(rel)),
+		         errdetail("Its marks id names another table."),
+		         errhint("Run fencing.protect() on the table again.")));
 	return true;
 }
 
@@ -148,8 +155,11 @@ bool find_guard(Relation rel, TableFence *fence)
 	if (protection_of(rel, &registration)) {
 		fence_from_registration(rel, registration, fence);
 		/* A Citus distributed table's marks id, which only its guard's arguments carry. */
-		if (guard != nullptr && guard->tgnargs == 3 && installed_by_protect(guard, registration))
+		if (guard != nullptr && guard->tgnargs == 3 && installed_by_protect(guard, registration)) {
 			fence_from_arguments(rel, guard, fence);
+			if (fence->citus_id != static_cast<int64>(registration.relid))
+				fence->citus_id = 0;
+		}
 		return true;
 	}
 	/* A Citus shard: its triggers are Citus' copies of its table's, which only they describe. */
