@@ -145,15 +145,15 @@ bool key_changes_unseen(TriggerData *trigger)
 
 /*
  * A guard trigger on a relation the registry does not protect: only a Citus
- * shard's copy of its distributed table's guard goes on (with the settings
- * Citus copied); any other refuses every write, whoever made it.
+ * shard's copy of its table's guard goes on (with the settings Citus copied:
+ * on a worker the registry, which lives on the coordinator, has no row for
+ * it); any other refuses every write, whoever made it.
  */
 void fence_of_unprotected(TriggerData *trigger, TableFence *fence)
 {
 	const char *qualified, *name;
 	bool hash = false;
-	if (trigger->tg_trigger->tgnargs == 3 && citus_loaded() &&
-	    citus_logical_name(trigger->tg_relation, &qualified, &name, &hash)) {
+	if (citus_loaded() && citus_logical_name(trigger->tg_relation, &qualified, &name, &hash)) {
 		fence_from_arguments(trigger->tg_relation, trigger->tg_trigger, fence);
 		return;
 	}
