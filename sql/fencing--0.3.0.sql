@@ -185,23 +185,21 @@ RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	rel regclass;
 BEGIN
-	FOR rel IN
-		SELECT t.relid FROM fencing._tree(target) t
-		WHERE EXISTS (SELECT FROM pg_trigger g
-		              WHERE g.tgrelid = t.relid AND g.tgname = 'fencing_guard'
-		                AND g.tgfoid = 'fencing.guard()'::regprocedure)
-		  -- a guard whose row triggers are all there (Citus recreates them one by one)
-		  AND EXISTS (SELECT FROM pg_trigger g
-		              WHERE g.tgrelid = t.relid AND g.tgname = 'fencing_guard_key_changes')
-		  AND NOT EXISTS (SELECT FROM pg_trigger g
-		                  WHERE g.tgrelid = t.relid AND g.tgname = 'fencing_guard_truncate')
-	LOOP
+	-- target only, run as its owner (a partition may have another owner than
+	-- its protected table: protect() and the event trigger call this for
+	-- every relation of the tree), if it has the guard and all its row
+	-- triggers (Citus recreates them one by one), and no TRUNCATE trigger yet.
+	IF EXISTS (SELECT FROM pg_trigger g
+	           WHERE g.tgrelid = target AND g.tgname = 'fencing_guard'
+	             AND g.tgfoid = 'fencing.guard()'::regprocedure)
+	   AND EXISTS (SELECT FROM pg_trigger g
+	               WHERE g.tgrelid = target AND g.tgname = 'fencing_guard_key_changes')
+	   AND NOT EXISTS (SELECT FROM pg_trigger g
+	                   WHERE g.tgrelid = target AND g.tgname = 'fencing_guard_truncate') THEN
 		EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s '
-		               'FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard()', rel);
-	END LOOP;
+		               'FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard()', target);
+	END IF;
 END
 $$;
 COMMENT ON FUNCTION fencing._guard_truncate(regclass, name, text) IS
@@ -656,7 +654,8 @@ BEGIN
 	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)',
 	               target, arguments);
 	PERFORM fencing._guard_key_changes(target, token_column, mode);
-	PERFORM fencing._guard_truncate(target, token_column, mode);
+	-- The TRUNCATE triggers: protect() makes them next, on each relation of
+	-- the tree as its owner.
 	IF citus_id IS NOT NULL THEN
 		PERFORM set_config('citus.enable_unsafe_triggers', unsafe_triggers, true);
 	END IF;

@@ -25,6 +25,7 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_attrdef.h"
 #include "catalog/pg_class.h"
+#include "catalog/partition.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
@@ -210,11 +211,21 @@ Collected collect_commands()
 			 * joins, and bring no marks its new key cannot find.
 			 */
 			if (at->subtype == AT_AttachPartition) {
+				/*
+				 * Looked up by name again: only a table that is now a
+				 * partition of the command's table is the one attached
+				 * (the name may read otherwise by now), with its partitions.
+				 */
 				Oid attached =
 				    RangeVarGetRelid(reinterpret_cast<PartitionCmd *>(at->def)->name, NoLock, true);
 				if (OidIsValid(attached) && get_rel_relispartition(attached) &&
-				    !list_member_oid(collected.relations, attached))
-					collected.relations = lappend_oid(collected.relations, attached);
+				    get_partition_parent(attached, true) == cmd->d.alterTable.objectId) {
+					ListCell *member;
+					foreach (member, find_all_inheritors(attached, NoLock, nullptr))
+						if (!list_member_oid(collected.relations, lfirst_oid(member)))
+							collected.relations =
+							    lappend_oid(collected.relations, lfirst_oid(member));
+				}
 			}
 			if (changes_column_kind(at->subtype) && at->name != nullptr)
 				collected.retyped =
@@ -310,14 +321,33 @@ bool calls_guard(Oid function)
 }
 
 /*
+ * Has protected table `relid` its guard trigger?  Not while pg_restore
+ * rebuilds it: the registry's data comes before the primary keys and the
+ * triggers, which the dump brings itself; until then the event trigger
+ * leaves the table alone.
+ */
+bool has_guard(Oid relid)
+{
+	Relation rel = relation_open(relid, AccessShareLock);
+	bool found = false;
+	for (int i = 0; rel->trigdesc != nullptr && i < rel->trigdesc->numtriggers && !found; i++)
+		found = strcmp(rel->trigdesc->triggers[i].tgname, "fencing_guard") == 0 &&
+		        calls_guard(rel->trigdesc->triggers[i].tgfoid);
+	relation_close(rel, NoLock);
+	return found;
+}
+
+/*
  * Is the guard of protected table `relid` as its tree needs it: a TRUNCATE
  * trigger on every relation that has the guard, and the key-change trigger
  * in the WHEN form exactly when another BEFORE UPDATE row trigger exists?
  * Only then does the event trigger leave the table's triggers alone (and
  * need not act as its owner).
  */
-bool guard_complete(Oid relid)
+bool guard_complete(Oid relid, bool triggers_only)
 {
+	if (!has_guard(relid))
+		return true;
 	bool others = false, when = false, key_changes = false, complete = true;
 	ListCell *cell;
 	foreach (cell, find_all_inheritors(relid, NoLock, nullptr)) {
@@ -340,7 +370,26 @@ bool guard_complete(Oid relid)
 		complete = complete && (!guarded || truncate);
 		relation_close(rel, NoLock);
 	}
+	/*
+	 * After a trigger was created, only the key-change trigger's form is at
+	 * stake: whatever else is missing is being made (by protect(), by
+	 * pg_restore, which brings them all) or was dropped by the owner.
+	 */
+	if (triggers_only)
+		return !key_changes || others == when;
 	return complete && key_changes && others == when;
+}
+
+/*
+ * The TRUNCATE triggers of a protected table's tree, each made as the owner
+ * of the relation it goes on (a partition may have another owner).
+ */
+void guard_truncate_tree(const Registration &registration)
+{
+	ListCell *cell;
+	foreach (cell, find_all_inheritors(registration.relid, NoLock, nullptr))
+		call_with_settings("_guard_truncate", lfirst_oid(cell), NameStr(registration.token_column),
+		                   registration.mode);
 }
 
 /*
@@ -349,7 +398,7 @@ bool guard_complete(Oid relid)
  * the partitions below it; each gets the TRUNCATE triggers and the
  * key-change trigger its tree needs, made as its owner.
  */
-void complete_guards_near(Relation rel)
+void complete_guards_near(Relation rel, bool triggers_only)
 {
 	List *near = list_concat(list_copy(partition_ancestors(rel)),
 	                         find_all_inheritors(RelationGetRelid(rel), NoLock, nullptr));
@@ -357,10 +406,10 @@ void complete_guards_near(Relation rel)
 	foreach (cell, near) {
 		Registration registration;
 		if (!registration_of(lfirst_oid(cell), &registration) || !registration.is_protected ||
-		    guard_complete(registration.relid))
+		    guard_complete(registration.relid, triggers_only))
 			continue;
-		call_with_settings("_guard_truncate", registration.relid,
-		                   NameStr(registration.token_column), registration.mode);
+		if (!triggers_only)
+			guard_truncate_tree(registration);
 		call_with_settings("_guard_key_changes", registration.relid,
 		                   NameStr(registration.token_column), registration.mode);
 	}
@@ -420,6 +469,10 @@ void check_guarded(Relation rel, const Collected &collected)
 			         errhint("Run fencing.unprotect() first to remove the guard.")));
 	}
 	check_token_column(rel, column);
+	Registration own;
+	bool own_row = registration_of(relid, &own);
+	if (registration.relid == relid ? !has_guard(relid) : !own_row)
+		return;
 	if (identity_unchanged(rel))
 		return;
 	/*
@@ -429,8 +482,10 @@ void check_guarded(Relation rel, const Collected &collected)
 	 * identity cannot find.  A partition (a table attached with marks made
 	 * under another key) gets its own floor, which its rows' new keys follow.
 	 */
-	if (registration.relid == relid)
+	if (registration.relid == relid) {
 		call_with_settings("_protect", relid, column, registration.mode);
+		guard_truncate_tree(registration);
+	}
 	(void)record_registration(rel, column, registration.mode, registration.relid == relid);
 }
 
@@ -564,7 +619,7 @@ void follow_trigger(Oid trigger_oid, bool renamed)
 		                errmsg("the guard's triggers cannot be renamed"),
 		                errhint("Run fencing.unprotect() to remove the guard.")));
 	if (!guard && TRIGGER_FOR_ROW(type) && TRIGGER_FOR_BEFORE(type) && TRIGGER_FOR_UPDATE(type))
-		complete_guards_near(rel);
+		complete_guards_near(rel, true);
 	relation_close(rel, NoLock);
 }
 
@@ -604,7 +659,7 @@ FENCING_FUNCTION(after_table_ddl)
 		if (rel == nullptr)
 			continue;
 		check_guarded(rel, collected);
-		complete_guards_near(rel);
+		complete_guards_near(rel, false);
 		relation_close(rel, NoLock);
 	}
 	foreach (cell, collected.triggers)
@@ -687,6 +742,27 @@ FENCING_FUNCTION(protect)
 	run_as_table_owner(relid, "SELECT fencing._protect($1, $2, $3)", 3, types, values);
 	if (!parse_mode(mode_text, &mode))
 		elog(ERROR, "fencing: protect() accepted mode \"%s\"", mode_text);
+	Registration made;
+	made.relid = relid;
+	namestrcpy(&made.token_column, column);
+	made.mode = mode;
+	made.is_protected = true;
+	guard_truncate_tree(made);
+	/*
+	 * Partitions registered on their own (protected once, or detached and
+	 * attached again) keep marks made under their key identity then: each
+	 * whose identity changed gets its floor, like the table.
+	 */
+	ListCell *cell;
+	foreach (cell, find_all_inheritors(relid, NoLock, nullptr)) {
+		Registration own;
+		if (lfirst_oid(cell) == relid || !registration_of(lfirst_oid(cell), &own))
+			continue;
+		Relation part = relation_open(lfirst_oid(cell), AccessShareLock);
+		if (!identity_unchanged(part))
+			(void)record_registration(part, NameStr(own.token_column), own.mode, own.is_protected);
+		relation_close(part, NoLock);
+	}
 	rel = relation_open(relid, AccessShareLock);
 	(void)record_registration(rel, column, mode, true);
 	relation_close(rel, NoLock);
