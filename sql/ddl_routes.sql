@@ -62,3 +62,23 @@ SELECT t.error_of($$INSERT INTO stamped VALUES ('2024-01-01 00:00:00.4', 'stale'
 SELECT count(*) FROM stamped;
 
 DROP TABLE stamped;
+
+-- Every route that drops an attached partition is refused, not only DROP
+-- TABLE: DROP SCHEMA ... CASCADE and DROP OWNED too.
+CREATE ROLE regress_fencing_part_owner;
+CREATE SCHEMA parts;
+CREATE TABLE routed (id int PRIMARY KEY) PARTITION BY RANGE (id);
+SELECT fencing.protect('routed');
+CREATE TABLE parts.routed_low PARTITION OF routed FOR VALUES FROM (0) TO (100);
+INSERT INTO routed VALUES (1, 100);
+SELECT t.error_of($$DROP SCHEMA parts CASCADE$$);
+ALTER TABLE parts.routed_low OWNER TO regress_fencing_part_owner;
+SELECT t.error_of($$DROP OWNED BY regress_fencing_part_owner$$);
+SELECT count(*) FROM routed;
+-- Dropped with its protected table, or after DETACH, it goes.
+ALTER TABLE routed DETACH PARTITION parts.routed_low;
+DROP SCHEMA parts CASCADE;
+CREATE TABLE routed_low PARTITION OF routed FOR VALUES FROM (0) TO (100);
+SELECT t.error_of($$INSERT INTO routed VALUES (1, 50)$$);
+DROP TABLE routed;
+DROP ROLE regress_fencing_part_owner;

@@ -238,6 +238,8 @@ DECLARE
 	coordinator boolean := false;
 	dropped bigint[];
 BEGIN
+	-- A partition of a protected table dropped without its table: refused.
+	PERFORM fencing._refuse_partition_drops();
 	DELETE FROM fencing.deleted_keys d
 	USING pg_event_trigger_dropped_objects() o
 	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND d.relid = o.objid;
@@ -268,18 +270,29 @@ COMMENT ON FUNCTION fencing._forget_dropped_marks() IS
 CREATE EVENT TRIGGER fencing_forget_dropped_marks ON sql_drop
 EXECUTE FUNCTION fencing._forget_dropped_marks();
 
--- Before DROP TABLE: a partition of a protected table is not dropped while
--- attached (its rows' tokens would go with it); DETACH PARTITION first keeps
--- its history.  In C (src/ddl.cpp), with the dropping role's rights.
+-- A partition of a protected table is not dropped while attached (its
+-- rows' tokens would go with it); DETACH PARTITION first keeps its history.
+-- Before a DROP that can drop tables, _before_drop() loads the module, whose
+-- object access hook records every partition the command drops (whatever
+-- the route: DROP TABLE, DROP SCHEMA ... CASCADE, DROP OWNED); at sql_drop,
+-- _refuse_partition_drops() refuses those whose protected table stays.  In
+-- C (src/ddl.cpp), with the dropping role's rights.
 CREATE FUNCTION fencing._before_drop()
 RETURNS event_trigger
 AS 'MODULE_PATHNAME', 'before_drop'
 LANGUAGE C;
 COMMENT ON FUNCTION fencing._before_drop() IS
-'internal: event trigger refusing to drop a partition of a protected table';
+'internal: event trigger loading the module before a DROP, so that it sees dropped partitions';
 CREATE EVENT TRIGGER fencing_before_drop ON ddl_command_start
-WHEN TAG IN ('DROP TABLE')
+WHEN TAG IN ('DROP TABLE', 'DROP FOREIGN TABLE', 'DROP SCHEMA', 'DROP OWNED')
 EXECUTE FUNCTION fencing._before_drop();
+
+CREATE FUNCTION fencing._refuse_partition_drops()
+RETURNS void
+AS 'MODULE_PATHNAME', 'refuse_partition_drops'
+LANGUAGE C;
+COMMENT ON FUNCTION fencing._refuse_partition_drops() IS
+'internal: refuses a DROP that takes a partition of a protected table without the table';
 
 -- Is schema fencing_citus, and its table floors, the extension owner's (made
 -- by _citus_floors())?  Any role with CREATE on the database can make a

@@ -9,6 +9,7 @@
  * extension owner on SQL of the extension's own, every name qualified.
  */
 #include "citus.hpp"
+#include "ddl.hpp"
 #include "errors.hpp"
 #include "registry.hpp"
 #include "rights.hpp"
@@ -18,6 +19,9 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "utils/memutils.h"
+#include "catalog/objectaccess.h"
+#include "access/xact.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
@@ -667,53 +671,130 @@ FENCING_FUNCTION(after_table_ddl)
 	PG_RETURN_VOID();
 }
 
+namespace
+{
+
 /*
- * fencing._before_drop(): the ddl_command_start event trigger of DROP TABLE.
- * A partition of a protected table takes its rows' tokens along when it is
- * dropped, so a key could come back under an older token: it is refused,
- * unless the protected table goes in the same command.  DETACH PARTITION
- * first leaves the table the partition's history (a floor above its rows'
- * tokens, its marks); then the partition can be dropped.
+ * Partitions dropped in this transaction, each with its partition
+ * ancestors as they were (at sql_drop time their catalog rows are gone).
+ * Recorded by the object access hook, which runs under the DROP's lock for
+ * every route (DROP TABLE, DROP SCHEMA ... CASCADE, DROP OWNED, a parent's
+ * cascade), and checked by the sql_drop event trigger.
+ */
+struct DroppedPartition {
+	Oid relid;
+	const char *name; /* for the message: the catalogs forget it before sql_drop */
+	List *ancestors; /* OIDs, nearest first */
+};
+FENCING_PLAIN_DATA(DroppedPartition);
+List *dropped_partitions = NIL; /* of DroppedPartition * */
+object_access_hook_type previous_object_access = nullptr;
+
+void note_dropped_partition(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id,
+                            void *arg)
+{
+	if (previous_object_access != nullptr)
+		previous_object_access(access, class_id, object_id, sub_id, arg);
+	if (access != OAT_DROP || class_id != RelationRelationId || sub_id != 0 ||
+	    !get_rel_relispartition(object_id))
+		return;
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	auto *dropped = static_cast<DroppedPartition *>(palloc(sizeof(DroppedPartition)));
+	dropped->relid = object_id;
+	dropped->name = qualified_name(object_id);
+	dropped->ancestors = list_copy(get_partition_ancestors(object_id));
+	dropped_partitions = lappend(dropped_partitions, dropped);
+	MemoryContextSwitchTo(old);
+}
+
+void forget_dropped_partitions(XactEvent event, void *)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+	    event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+	    event == XACT_EVENT_PREPARE)
+		dropped_partitions = NIL;
+}
+
+} // namespace
+
+namespace fencing
+{
+
+void install_drop_check()
+{
+	previous_object_access = object_access_hook;
+	object_access_hook = [](ObjectAccessType access, Oid class_id, Oid object_id, int sub_id,
+	                        void *arg) {
+		guarded("object access hook", [&]() {
+			note_dropped_partition(access, class_id, object_id, sub_id, arg);
+		});
+	};
+	RegisterXactCallback(forget_dropped_partitions, nullptr);
+}
+
+} // namespace fencing
+
+/*
+ * fencing._before_drop(): the ddl_command_start event trigger of DROP TABLE,
+ * DROP SCHEMA and DROP OWNED.  It loads this module, whose object access
+ * hook then sees every relation the command drops.
  */
 FENCING_FUNCTION(before_drop)
 {
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("fencing._before_drop: not fired by an event trigger")));
-	auto *event = reinterpret_cast<EventTriggerData *>(fcinfo->context);
-	auto *drop = reinterpret_cast<DropStmt *>(event->parsetree);
-	if (own_ddl > 0 || !IsA(drop, DropStmt) || drop->removeType != OBJECT_TABLE)
+	PG_RETURN_VOID();
+}
+
+/*
+ * fencing._refuse_partition_drops(): from the sql_drop event trigger.  A
+ * partition of a protected table takes its rows' tokens along when it is
+ * dropped, so a key could come back under an older token: refused (the whole
+ * command rolls back), unless the protected table goes in the same command.
+ * DETACH PARTITION first leaves the table the partition's history.
+ */
+FENCING_FUNCTION(refuse_partition_drops)
+{
+	List *recorded = dropped_partitions;
+	dropped_partitions = NIL;
+	if (recorded == NIL)
 		PG_RETURN_VOID();
+	MemoryContext caller = CurrentMemoryContext;
+	int rc = run_sql("SELECT objid FROM pg_catalog.pg_event_trigger_dropped_objects()"
+	                 " WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND objsubid = 0",
+	                 0, nullptr, nullptr, InvalidSnapshot, true, false);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: reading the dropped objects failed: %s", SPI_result_code_string(rc));
+	MemoryContext spi = MemoryContextSwitchTo(caller);
 	List *dropped = NIL;
-	ListCell *cell;
-	foreach (cell, drop->objects) {
-		RangeVar *name = makeRangeVarFromNameList(static_cast<List *>(lfirst(cell)));
-		Oid relid = RangeVarGetRelid(name, NoLock, true);
-		if (OidIsValid(relid))
-			dropped = lappend_oid(dropped, relid);
+	for (uint64 row = 0; row < SPI_processed; row++) {
+		bool isnull;
+		dropped = lappend_oid(dropped, DatumGetObjectId(result_value(row, 1, &isnull)));
 	}
-	foreach (cell, dropped) {
-		if (!get_rel_relispartition(lfirst_oid(cell)))
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	ListCell *cell;
+	foreach (cell, recorded) {
+		auto *entry = static_cast<DroppedPartition *>(lfirst(cell));
+		if (!list_member_oid(dropped, entry->relid))
 			continue;
-		Relation rel = try_relation_open(lfirst_oid(cell), AccessShareLock);
-		if (rel == nullptr)
-			continue;
-		Registration registration;
-		bool guarded = protection_of(rel, &registration) && registration.relid != RelationGetRelid(rel);
-		relation_close(rel, AccessShareLock);
-		bool with_table = false;
-		ListCell *other;
-		foreach (other, dropped)
-			with_table |= lfirst_oid(other) == registration.relid;
-		if (guarded && !with_table)
-			ereport(ERROR,
-			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			         errmsg("partition \"%s\" of protected table \"%s\" cannot be dropped",
-			                qualified_name(lfirst_oid(cell)), qualified_name(registration.relid)),
-			         errdetail("Its rows' tokens would go with it, and their keys could come back "
-			                   "under older tokens."),
-			         errhint("Detach it first (ALTER TABLE ... DETACH PARTITION), which leaves the "
-			                 "table its history, then drop it.")));
+		ListCell *ancestor;
+		foreach (ancestor, entry->ancestors) {
+			Registration registration;
+			if (!registration_of(lfirst_oid(ancestor), &registration) || !registration.is_protected)
+				continue;
+			if (!list_member_oid(dropped, lfirst_oid(ancestor)))
+				ereport(ERROR,
+				        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				         errmsg("partition \"%s\" of protected table \"%s\" cannot be dropped",
+				                entry->name, qualified_name(lfirst_oid(ancestor))),
+				         errdetail("Its rows' tokens would go with it, and their keys could come "
+				                   "back under older tokens."),
+				         errhint("Detach it first (ALTER TABLE ... DETACH PARTITION), which leaves "
+				                 "the table its history, then drop it.")));
+			break;
+		}
 	}
 	PG_RETURN_VOID();
 }

@@ -16,6 +16,7 @@
 #include "token.hpp"
 #include "tokens.hpp"
 #include "citus.hpp"
+#include "ddl.hpp"
 #include "merge.hpp"
 #include "stats.hpp"
 
@@ -118,6 +119,7 @@ extern "C" void _PG_init(void)
 		fencing::install_merge_check();
 		fencing::install_citus_support();
 		fencing::install_stats();
+		fencing::install_drop_check();
 		/* Last: it drops placeholders of names not defined by then. */
 		MarkGUCPrefixReserved("fencing");
 	});
