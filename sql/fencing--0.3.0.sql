@@ -2,18 +2,33 @@
 \echo Use "CREATE EXTENSION fencing" to load this file. \quit
 
 -- CREATE EXTENSION installs into a schema named fencing if one exists: it
--- must be the installing role's, or another role could have planted objects
--- there that the extension's own code would find.
+-- must be the installing role's, empty, and let no other role create in it,
+-- or another role could have planted objects there (or plant them later)
+-- that the extension's own code or its callers would find.
 DO $$
+DECLARE
+	schema oid := (SELECT n.oid FROM pg_catalog.pg_namespace n
+	               WHERE n.nspname OPERATOR(pg_catalog.=) 'fencing');
 BEGIN
-	IF EXISTS (SELECT FROM pg_catalog.pg_namespace n
-	           WHERE n.nspname OPERATOR(pg_catalog.=) 'fencing'
-	             AND n.nspowner OPERATOR(pg_catalog.<>)
-	                 (SELECT r.oid FROM pg_catalog.pg_roles r
-	                  WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)) THEN
-		RAISE EXCEPTION 'schema "fencing" belongs to another role'
+	IF schema IS NULL THEN
+		RETURN;
+	END IF;
+	IF (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.oid OPERATOR(pg_catalog.=) schema)
+	   OPERATOR(pg_catalog.<>) (SELECT r.oid FROM pg_catalog.pg_roles r
+	                             WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+	   OR EXISTS (SELECT FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+	              WHERE n.oid OPERATOR(pg_catalog.=) schema
+	                AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+	                AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner)
+	   OR EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.relnamespace OPERATOR(pg_catalog.=) schema)
+	   OR EXISTS (SELECT FROM pg_catalog.pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=) schema)
+	   OR EXISTS (SELECT FROM pg_catalog.pg_type t WHERE t.typnamespace OPERATOR(pg_catalog.=) schema)
+	   OR EXISTS (SELECT FROM pg_catalog.pg_operator o
+	              WHERE o.oprnamespace OPERATOR(pg_catalog.=) schema) THEN
+		RAISE EXCEPTION 'schema "fencing" exists and is not an empty schema of the installing role'
 			USING ERRCODE = 'insufficient_privilege',
-			      HINT = 'Drop or rename that schema, or let its owner install the extension.';
+			      DETAIL = 'Another role owns it, may create objects in it, or objects are already in it.',
+			      HINT = 'Drop or rename that schema, then run CREATE EXTENSION fencing.';
 	END IF;
 END
 $$;

@@ -170,3 +170,20 @@ DROP SCHEMA fencing;
 DROP ROLE regress_fencing_planter;
 \c contrib_regression
 DROP DATABASE fencing_planted;
+-- ... or one another role may create in, or one with objects in it.
+CREATE DATABASE fencing_planted;
+\c fencing_planted
+CREATE ROLE regress_fencing_planter;
+CREATE SCHEMA fencing;
+GRANT CREATE ON SCHEMA fencing TO regress_fencing_planter;
+CREATE EXTENSION fencing;
+REVOKE CREATE ON SCHEMA fencing FROM regress_fencing_planter;
+CREATE FUNCTION fencing.protect(text) RETURNS void LANGUAGE sql AS 'SELECT';
+CREATE EXTENSION fencing;
+DROP FUNCTION fencing.protect(text);
+CREATE EXTENSION fencing;
+SELECT extname FROM pg_extension WHERE extname = 'fencing';
+DROP EXTENSION fencing;
+DROP ROLE regress_fencing_planter;
+\c contrib_regression
+DROP DATABASE fencing_planted;

@@ -297,7 +297,14 @@ void check_token_column(Relation rel, const char *column)
 	AttrNumber attnum = user_column(rel, column);
 	Form_pg_attribute att =
 	    attnum == InvalidAttrNumber ? nullptr : TupleDescAttr(RelationGetDescr(rel), attnum - 1);
-	if (att == nullptr || att->atttypid != INT8OID)
+	if (att == nullptr)
+		ereport(ERROR,
+		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		         errmsg("fencing token column \"%s\" of protected relation \"%s\" cannot be "
+		                "renamed or dropped",
+		                column, qualified_name(RelationGetRelid(rel))),
+		         errhint("Run fencing.unprotect() first to remove the guard.")));
+	if (att->atttypid != INT8OID)
 		ereport(ERROR,
 		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		         errmsg("fencing token column \"%s\" of protected relation \"%s\" must stay a "
