@@ -5,6 +5,7 @@
  * loaded and a table was protected as a distributed table.
  */
 #include "citus.hpp"
+#include "compat.hpp"
 #include "table.hpp"
 #include "marks.hpp"
 #include "settings.hpp"
@@ -299,7 +300,7 @@ PlannedStmt *with_marks_dropped(PlannedStmt *statement)
 				Oid marks_table = marks_of(lfirst_oid(relid), schema);
 				if (!OidIsValid(marks_table))
 					continue;
-				if (!pg_class_ownercheck(marks_table, GetUserId())) {
+				if (!fencing::owns_relation(marks_table, GetUserId())) {
 					ereport(WARNING, (errmsg("the marks table %s stays: it is not yours to drop",
 					                         get_rel_name(marks_table)),
 					                  errhint("Its owner may drop fencing_citus.%s.",

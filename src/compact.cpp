@@ -7,6 +7,7 @@
  */
 #include "arguments.hpp"
 #include "citus.hpp"
+#include "compat.hpp"
 #include "marks.hpp"
 #include "registry.hpp"
 #include "spi.hpp"
@@ -115,7 +116,7 @@ FENCING_FUNCTION(compact)
 	if (rel == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
 		                errmsg("relation with OID %u does not exist", relid)));
-	if (!pg_class_ownercheck(relid, GetUserId()))
+	if (!fencing::owns_relation(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
 		               RelationGetRelationName(rel));
 	TableFence fence;
