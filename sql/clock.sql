@@ -55,7 +55,8 @@ SELECT fencing.acquire('clock:8', 'a', '1 min');
 SELECT fencing.acquire('clock:9', 'a', '1 min') IS NULL AS refused;
 SELECT setval('fencing.token_seq', :t7) = :t7 AS reset;
 
--- The margin is a superuser setting, between 0 and 1 hour.
+-- The margin is a superuser setting, between 0 and 1 hour.  (PostgreSQL 17
+-- and later name the unit of the bounds too: expected/clock_1.out.)
 SET fencing.failover_margin = '2h';
 SET fencing.failover_margin = -1;
 CREATE ROLE clock_user;

@@ -73,7 +73,7 @@ DROP TRIGGER a_touch ON ledger;
 SELECT * FROM ledger ORDER BY id;
 
 -- MERGE: the guard sees the union of the columns its actions assign, not
--- the action a row took, so WHEN MATCHED UPDATE actions must all assign the
+-- the action a row took, so its UPDATE actions must all assign the
 -- token column or none of them.
 CREATE TABLE feed (id int, v text, tok bigint);
 INSERT INTO feed VALUES (1, 'merged', 80), (2, 'merged', 80);

@@ -1,11 +1,17 @@
 /*
  * PostgreSQL version differences, in one place (PostgreSQL 15 to 18).
+ * Nothing else in src/ tests PG_VERSION_NUM.
  */
 #pragma once
 
 extern "C" {
 #include "postgres.h"
+#include "nodes/parsenodes.h"
 #include "utils/acl.h"
+#include "utils/guc.h"
+#include "utils/guc_tables.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
 }
 
 namespace fencing
@@ -18,6 +24,73 @@ inline bool owns_relation(Oid relid, Oid role)
 	return object_ownercheck(RelationRelationId, relid, role);
 #else
 	return pg_class_ownercheck(relid, role);
+#endif
+}
+
+/*
+ * The relation's primary key index, InvalidOid if none - also if it is
+ * DEFERRABLE (as RelationGetPrimaryKeyIndex() has always said before 18,
+ * where it gained deferrable_ok).
+ */
+inline Oid primary_key_index(Relation rel)
+{
+#if PG_VERSION_NUM >= 180000
+	return RelationGetPrimaryKeyIndex(rel, false);
+#else
+	return RelationGetPrimaryKeyIndex(rel);
+#endif
+}
+
+/* A defined setting's own entry (where PostgreSQL keeps its stack), or nullptr. */
+inline config_generic *find_setting(const char *name)
+{
+#if PG_VERSION_NUM >= 160000
+	return find_option(name, false, true, ERROR);
+#else
+	config_generic **settings = get_guc_variables();
+	for (int i = 0; i < GetNumConfigOptions(); i++)
+		if (strcmp(settings[i]->name, name) == 0)
+			return settings[i];
+	return nullptr;
+#endif
+}
+
+/*
+ * Memory for a check hook's *extra: PostgreSQL frees it with free() before
+ * 16 and with guc_free() from 16 on.  nullptr when out of memory (logged).
+ */
+inline void *guc_extra_alloc(size_t size)
+{
+#if PG_VERSION_NUM >= 160000
+	return guc_malloc(LOG, size);
+#else
+	return malloc(size);
+#endif
+}
+
+/* Does ALTER TABLE ... ALTER COLUMN ... SET EXPRESSION (17+) make this subcommand? */
+inline bool sets_generation_expression(AlterTableType type)
+{
+#if PG_VERSION_NUM >= 170000
+	return type == AT_SetExpression;
+#else
+	(void)type;
+	return false;
+#endif
+}
+
+/*
+ * Does a MERGE action change rows that exist in the target: UPDATE or DELETE
+ * under WHEN MATCHED and, from 17 on, WHEN NOT MATCHED BY SOURCE - every
+ * match kind but NOT MATCHED [BY TARGET], whose only action is INSERT.
+ * (MergeAction.matched became matchKind in 17.)
+ */
+inline bool merge_action_on_target_row(const MergeAction *action)
+{
+#if PG_VERSION_NUM >= 170000
+	return action->matchKind != MERGE_WHEN_NOT_MATCHED_BY_TARGET;
+#else
+	return action->matched;
 #endif
 }
 

@@ -158,12 +158,9 @@ bool changes_column_kind(AlterTableType type)
 	case AT_SetIdentity:
 	case AT_DropIdentity:
 	case AT_DropExpression:
-#if PG_VERSION_NUM >= 170000
-	case AT_SetExpression:
-#endif
 		return true;
 	default:
-		return false;
+		return fencing::sets_generation_expression(type);
 	}
 }
 

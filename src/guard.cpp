@@ -16,6 +16,7 @@
  * would, and leaves the table a floor that every new key must follow.
  */
 #include "citus.hpp"
+#include "compat.hpp"
 #include "errors.hpp"
 #include "fenced_write.hpp"
 #include "keys.hpp"
@@ -214,7 +215,7 @@ FENCING_PLAIN_DATA(Write);
 /* "(id)=(101)" for a row, for error messages only; NULL if the user may not see it. */
 const char *describe_row(Relation rel, HeapTuple row)
 {
-	if (!OidIsValid(RelationGetPrimaryKeyIndex(rel)))
+	if (!OidIsValid(fencing::primary_key_index(rel)))
 		return "(no primary key)";
 	Relation pk = open_primary_key(rel);
 	Datum values[INDEX_MAX_KEYS];

@@ -1,6 +1,8 @@
 /*
- * MERGE into a protected table: its WHEN MATCHED ... UPDATE actions must all
- * assign the token column, or none of them.
+ * MERGE into a protected table: its UPDATE actions must all assign the token
+ * column, or none of them - WHEN MATCHED ones and, from PostgreSQL 17 on,
+ * WHEN NOT MATCHED BY SOURCE ones alike (a row that no source row matches is
+ * updated, and fenced, like any other).
  *
  * A row trigger sees the union of the columns that a statement's actions
  * assign (tg_updatedcols), not the action a row took; the new row of an
@@ -14,6 +16,7 @@
  * hooks were in place, and its error at finish undoes it all the same.
  */
 #include "merge.hpp"
+#include "compat.hpp"
 #include "table.hpp"
 
 extern "C" {
@@ -30,7 +33,7 @@ namespace
 ExecutorStart_hook_type previous_start = nullptr;
 ExecutorFinish_hook_type previous_finish = nullptr;
 
-/* Refuses a MERGE whose matched UPDATE actions disagree about a protected table's token column. */
+/* Refuses a MERGE whose UPDATE actions disagree about a protected table's token column. */
 void check_merge(const QueryDesc *query)
 {
 	const PlannedStmt *statement = query->plannedstmt;
@@ -51,7 +54,7 @@ void check_merge(const QueryDesc *query)
 		const ListCell *cell;
 		foreach (cell, static_cast<const List *>(lfirst(actions))) {
 			auto *action = static_cast<const MergeAction *>(lfirst(cell));
-			if (action->matched && action->commandType == CMD_UPDATE)
+			if (fencing::merge_action_on_target_row(action) && action->commandType == CMD_UPDATE)
 				(list_member_int(action->updateColnos, fence.token_attnum) ? assigning : other)++;
 		}
 		if (assigning > 0 && other > 0) {
@@ -59,12 +62,12 @@ void check_merge(const QueryDesc *query)
 			ereport(ERROR,
 			        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			         errmsg("MERGE into protected relation \"%s\" assigns the fencing token column "
-			                "in some WHEN MATCHED UPDATE actions but not in others",
+			                "in some UPDATE actions but not in others",
 			                get_rel_name(relid)),
 			         errdetail("A row that takes an action not assigning column \"%s\" would "
 			                   "present its stored token as its own.",
 			                   column),
-			         errhint("Assign \"%s\" in every WHEN MATCHED UPDATE action, or in none and "
+			         errhint("Assign \"%s\" in every UPDATE action, or in none and "
 			                 "SET LOCAL fencing.token = <token>.",
 			                 column)));
 		}

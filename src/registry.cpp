@@ -2,6 +2,7 @@
  * The registry of protected tables: see registry.hpp.
  */
 #include "registry.hpp"
+#include "compat.hpp"
 #include "spi.hpp"
 #include "table.hpp"
 
@@ -147,7 +148,7 @@ bool registered(Relation rel)
 
 bool key_identity(Relation rel, Datum identity[4])
 {
-	Oid index = RelationGetPrimaryKeyIndex(rel);
+	Oid index = fencing::primary_key_index(rel);
 	if (!OidIsValid(index)) {
 		identity[0] = identity[1] = identity[2] = identity[3] = static_cast<Datum>(0);
 		return false;

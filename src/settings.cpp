@@ -17,6 +17,7 @@
 #include "tokens.hpp"
 #include "citus.hpp"
 #include "ddl.hpp"
+#include "compat.hpp"
 #include "merge.hpp"
 #include "stats.hpp"
 
@@ -68,7 +69,7 @@ bool check_token(char **newval, void **extra, GucSource source)
 			return false;
 		}
 	}
-	auto *value = static_cast<TokenValue *>(malloc(sizeof(TokenValue)));
+	auto *value = static_cast<TokenValue *>(fencing::guc_extra_alloc(sizeof(TokenValue)));
 	if (value == nullptr)
 		return false;
 	value->token = parsed;
@@ -85,10 +86,8 @@ void assign_token(const char *, void *extra)
 /* The setting's own entry, where PostgreSQL keeps its stack. */
 const config_generic *find_token_setting()
 {
-	config_generic **settings = get_guc_variables();
-	for (int i = 0; i < GetNumConfigOptions(); i++)
-		if (strcmp(settings[i]->name, "fencing.token") == 0)
-			return settings[i];
+	if (const config_generic *setting = fencing::find_setting("fencing.token"))
+		return setting;
 	elog(ERROR, "fencing: setting fencing.token is not defined");
 	return nullptr;
 }

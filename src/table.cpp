@@ -2,6 +2,7 @@
  * Table settings and primary keys, read from the relcache and syscache only.
  */
 #include "table.hpp"
+#include "compat.hpp"
 #include "errors.hpp"
 #include "registry.hpp"
 
@@ -182,7 +183,7 @@ void fence_of_table(Relation rel, TableFence *fence)
 
 void require_primary_key(Relation rel)
 {
-	if (!OidIsValid(RelationGetPrimaryKeyIndex(rel)))
+	if (!OidIsValid(fencing::primary_key_index(rel)))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("relation \"%s\" has no primary key", RelationGetRelationName(rel)),
 		                errdetail("Fencing tokens are tracked per row, and rows are named by "
@@ -194,7 +195,7 @@ void require_primary_key(Relation rel)
 Relation open_primary_key(Relation rel)
 {
 	require_primary_key(rel);
-	return index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	return index_open(fencing::primary_key_index(rel), AccessShareLock);
 }
 
 KeyColumns key_columns(Relation pk)

@@ -6,6 +6,7 @@
  * bytea_output; 0.2.0 names them by the hash of the key's binary images.
  */
 #include "keys.hpp"
+#include "compat.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -85,11 +86,11 @@ FENCING_FUNCTION(key_hash_0_1_0)
 	Relation rel = try_relation_open(PG_GETARG_OID(0), AccessShareLock);
 	if (rel == nullptr)
 		PG_RETURN_NULL();
-	if (!OidIsValid(RelationGetPrimaryKeyIndex(rel))) {
+	if (!OidIsValid(fencing::primary_key_index(rel))) {
 		relation_close(rel, AccessShareLock);
 		PG_RETURN_NULL();
 	}
-	Relation pk = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	Relation pk = index_open(fencing::primary_key_index(rel), AccessShareLock);
 	fencing::KeyColumns key = fencing::key_columns(pk);
 	index_close(pk, AccessShareLock);
 
