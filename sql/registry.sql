@@ -159,7 +159,9 @@ DROP DOMAIN token_domain;
 DROP OWNED BY regress_fencing_stranger, regress_fencing_squatter;
 DROP ROLE regress_fencing_stranger, regress_fencing_squatter;
 
--- CREATE EXTENSION refuses a schema named fencing made by another role.
+-- CREATE EXTENSION refuses a schema named fencing made by another role
+-- (terse: where PostgreSQL 18 prints the script's text as context).
+\set VERBOSITY terse
 CREATE DATABASE fencing_planted;
 \c fencing_planted
 CREATE ROLE regress_fencing_planter;
@@ -173,6 +175,7 @@ DROP DATABASE fencing_planted;
 -- ... or one another role may create in, or one with objects in it.
 CREATE DATABASE fencing_planted;
 \c fencing_planted
+\set VERBOSITY terse
 CREATE ROLE regress_fencing_planter;
 CREATE SCHEMA fencing;
 GRANT CREATE ON SCHEMA fencing TO regress_fencing_planter;
