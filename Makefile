@@ -94,3 +94,9 @@ prove_installcheck:
 tidy:
 	clang-tidy --quiet $(OBJS:.o=.cpp) -- -std=c++17 -Wno-register -isystem $(includedir_server) \
 		-isystem $(shell $(PG_CONFIG) --includedir-server)/../internal -D_GNU_SOURCE -Isrc
+
+# The PGXN distribution: a zip of the committed tree (HEAD) under
+# fencing-$(EXTVERSION)/, as PGXN expects it; build products are not committed.
+.PHONY: dist
+dist:
+	git archive --format=zip --prefix=fencing-$(EXTVERSION)/ -o fencing-$(EXTVERSION).zip HEAD
