@@ -12,7 +12,8 @@ SET search_path = pg_catalog, pg_temp;
 
 -- The registry: the tables fencing.protect() guards, with their settings and
 -- the identity of the primary key their marks were made under (key columns
--- in order, their types, collations and type modifiers).  Written only by protect(),
+-- in order, their types, collations and type modifiers; collations by name,
+-- since pg_upgrade keeps no collation OIDs).  Written only by protect(),
 -- unprotect() and the DDL the extension follows (src/ddl.cpp), with the
 -- extension owner's rights; the extension knows its tables from here, never
 -- from trigger names.  An unprotected table keeps its row (protected =
@@ -24,7 +25,7 @@ CREATE TABLE fencing.registry (
 	protected boolean NOT NULL,
 	key_columns name[],
 	key_types regtype[],
-	key_collations regcollation[],
+	key_collations text[],
 	key_typmods integer[],
 	recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
@@ -68,13 +69,17 @@ FROM known k
 LEFT JOIN LATERAL (
 	SELECT pg_catalog.array_agg(a.attname ORDER BY n.n) AS names,
 	       pg_catalog.array_agg(a.atttypid::pg_catalog.regtype ORDER BY n.n) AS types,
-	       pg_catalog.array_agg(x.indcollation[n.n - 1]::pg_catalog.regcollation ORDER BY n.n) AS collations,
+	       pg_catalog.array_agg(CASE WHEN x.indcollation[n.n - 1] OPERATOR(pg_catalog.=) 0 THEN ''
+	                            ELSE pg_catalog.quote_ident(cn.nspname) OPERATOR(pg_catalog.||) '.'
+	                                 OPERATOR(pg_catalog.||) pg_catalog.quote_ident(co.collname) END
+	                            ORDER BY n.n) AS collations,
 	       pg_catalog.array_agg(a.atttypmod ORDER BY n.n) AS typmods
-	FROM pg_catalog.pg_index x,
-	     pg_catalog.unnest(x.indkey::pg_catalog.int2[]) WITH ORDINALITY n(attnum, n),
-	     pg_catalog.pg_attribute a
+	FROM pg_catalog.pg_index x
+	CROSS JOIN pg_catalog.unnest(x.indkey::pg_catalog.int2[]) WITH ORDINALITY n(attnum, n)
+	JOIN pg_catalog.pg_attribute a ON a.attrelid = k.relid AND a.attnum = n.attnum
+	LEFT JOIN pg_catalog.pg_collation co ON co.oid = x.indcollation[n.n - 1]
+	LEFT JOIN pg_catalog.pg_namespace cn ON cn.oid = co.collnamespace
 	WHERE x.indrelid = k.relid AND x.indisprimary AND n.n <= x.indnkeyatts
-	  AND a.attrelid = k.relid AND a.attnum = n.attnum
 ) i ON true;
 
 -- The guard's settings come from the registry, and the DDL the extension

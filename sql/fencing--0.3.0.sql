@@ -84,7 +84,8 @@ COMMENT ON TABLE fencing.floors IS
 
 -- The registry: the tables fencing.protect() guards, with their settings and
 -- the identity of the primary key their marks were made under (key columns
--- in order, their types, collations and type modifiers).  Written only by protect(),
+-- in order, their types, collations and type modifiers; collations by name,
+-- since pg_upgrade keeps no collation OIDs).  Written only by protect(),
 -- unprotect() and the DDL the extension follows (src/ddl.cpp), with the
 -- extension owner's rights; the extension knows its tables from here, never
 -- from trigger names.  An unprotected table keeps its row (protected =
@@ -96,7 +97,7 @@ CREATE TABLE fencing.registry (
 	protected boolean NOT NULL,
 	key_columns name[],
 	key_types regtype[],
-	key_collations regcollation[],
+	key_collations text[],
 	key_typmods integer[],
 	recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );

@@ -18,6 +18,7 @@ extern "C" {
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 }
 
 namespace fencing
@@ -146,6 +147,26 @@ bool registered(Relation rel)
 	return false;
 }
 
+/*
+ * A collation as the registry records it: schema-qualified and quoted
+ * ("pg_catalog"."C" reads pg_catalog."C"), '' for none.  Text, not
+ * regcollation: pg_upgrade keeps no collation OIDs and refuses tables with
+ * regcollation columns.
+ */
+const char *collation_name(Oid collation)
+{
+	if (!OidIsValid(collation))
+		return "";
+	HeapTuple tuple = SearchSysCache1(COLLOID, ObjectIdGetDatum(collation));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "fencing: collation %u does not exist", collation);
+	auto *form = reinterpret_cast<Form_pg_collation>(GETSTRUCT(tuple));
+	const char *name = quote_qualified_identifier(get_namespace_name(form->collnamespace),
+	                                              NameStr(form->collname));
+	ReleaseSysCache(tuple);
+	return name;
+}
+
 bool key_identity(Relation rel, Datum identity[4])
 {
 	Oid index = fencing::primary_key_index(rel);
@@ -161,7 +182,7 @@ bool key_identity(Relation rel, Datum identity[4])
 		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), key.attnums[i] - 1);
 		names[i] = NameGetDatum(&att->attname);
 		types[i] = ObjectIdGetDatum(att->atttypid);
-		collations[i] = ObjectIdGetDatum(pk->rd_indcollation[i]);
+		collations[i] = CStringGetTextDatum(collation_name(pk->rd_indcollation[i]));
 		typmods[i] = Int32GetDatum(att->atttypmod);
 	}
 	identity[0] = PointerGetDatum(
@@ -169,7 +190,7 @@ bool key_identity(Relation rel, Datum identity[4])
 	identity[1] = PointerGetDatum(
 	    construct_array(types, key.count, REGTYPEOID, sizeof(Oid), true, TYPALIGN_INT));
 	identity[2] = PointerGetDatum(
-	    construct_array(collations, key.count, REGCOLLATIONOID, sizeof(Oid), true, TYPALIGN_INT));
+	    construct_array(collations, key.count, TEXTOID, -1, false, TYPALIGN_INT));
 	identity[3] = PointerGetDatum(
 	    construct_array(typmods, key.count, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 	index_close(pk, AccessShareLock);
@@ -237,7 +258,7 @@ bool record_registration(Relation rel, const char *token_column, Mode mode, bool
 	Datum identity[4];
 	bool has_key = key_identity(rel, identity);
 	Oid types[8] = {REGCLASSOID,  NAMEOID,         TEXTOID,              BOOLOID,
-	                NAMEARRAYOID, REGTYPEARRAYOID, REGCOLLATIONARRAYOID, INT4ARRAYOID};
+	                NAMEARRAYOID, REGTYPEARRAYOID, TEXTARRAYOID, INT4ARRAYOID};
 	NameData column;
 	namestrcpy(&column, token_column);
 	Datum values[8] = {ObjectIdGetDatum(relid),

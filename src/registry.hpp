@@ -38,7 +38,8 @@ bool registered(Relation rel);
 
 /*
  * The identity of a relation's primary key as SQL arrays: column names in
- * key order, their types, their collations and their type modifiers; false (and nulls) if it has
+ * key order, their types, their collations (schema-qualified names, '' for
+ * none) and their type modifiers; false (and nulls) if it has
  * no primary key.
  */
 bool key_identity(Relation rel, Datum identity[4]);
