@@ -201,6 +201,8 @@ RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+	restore boolean := false;
 BEGIN
 	-- target only, run as its owner (a partition may have another owner than
 	-- its protected table: protect() and the event trigger call this for
@@ -213,8 +215,17 @@ BEGIN
 	               WHERE g.tgrelid = target AND g.tgname = 'fencing_guard_key_changes')
 	   AND NOT EXISTS (SELECT FROM pg_trigger g
 	                   WHERE g.tgrelid = target AND g.tgname = 'fencing_guard_truncate') THEN
+		-- Citus refuses triggers on distributed tables unless told, for this
+		-- transaction, that the guard's are fine.
+		IF pg_catalog.current_setting('citus.enable_unsafe_triggers', true) = 'off' THEN
+			PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+			restore := true;
+		END IF;
 		EXECUTE format('CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON %s '
 		               'FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard()', target);
+		IF restore THEN
+			PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'off', true);
+		END IF;
 	END IF;
 END
 $$;
