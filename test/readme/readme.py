@@ -128,9 +128,12 @@ def run_program(kind, code, number, scratch, env):
     return []
 
 
-# npm's errors when the registry cannot be reached (DNS, refused, timeouts).
+# npm's errors when the registry cannot be reached (DNS, refused, timeouts,
+# a TLS certificate it cannot verify).
 UNREACHABLE = re.compile(r"\b(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ESOCKETTIMEDOUT|"
-                         r"ENETUNREACH|EHOSTUNREACH|network timeout)\b")
+                         r"ENETUNREACH|EHOSTUNREACH|network timeout|SELF_SIGNED_CERT_IN_CHAIN|"
+                         r"DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_GET_ISSUER_CERT_LOCALLY|"
+                         r"UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_HAS_EXPIRED)\b")
 
 
 def npm_optional(scratch):
