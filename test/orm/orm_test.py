@@ -63,6 +63,14 @@ class Pause:
             self.b_done.wait(timeout=30)
 
 
+def sqlstate(driver_error):
+    """The SQLSTATE of a driver's exception: psycopg2 names it pgcode,
+    psycopg 3 sqlstate (Django 4.2 and later use psycopg 3 when it is
+    installed, as in Debian 13)."""
+    code = getattr(driver_error, "pgcode", None)
+    return code if code is not None else getattr(driver_error, "sqlstate", None)
+
+
 def split_brain(update_order, integrity_error, pause, sqlstate_of):
     """Runs the schedule; returns a list of what went wrong (empty: ok)."""
     problems = []
@@ -162,7 +170,7 @@ def run_django():
         update_order_on_own_connection,
         IntegrityError,
         pause,
-        lambda e: getattr(e.__cause__, "pgcode", None),
+        lambda e: sqlstate(e.__cause__),
     )
     # Both saves sent an UPDATE that writes back the token column they loaded.
     if len(updates) != 2 or not all('"last_fencing_token" = ' in u for u in updates):
@@ -202,7 +210,7 @@ def run_sqlalchemy():
             lambda order_id, token, status: update_order(engine, order_id, token, status),
             IntegrityError,
             pause,
-            lambda e: getattr(e.orig, "pgcode", None),
+            lambda e: sqlstate(e.orig),
         )
     finally:
         engine.dispose()
