@@ -614,7 +614,9 @@ def bar_rule(mode, token, bar):
     return token > bar if mode == "strict" else token >= bar
 
 
-DETAIL_STALE = re.compile(r"Relation (?P<rel>\S+), (?:key \((?P<cols>.*?)\)=\((?P<vals>.*?)\)|all rows|key \(not visible\)): "
+# fenced_update() names the key by the caller's own JSON argument when the
+# caller may not read the key columns (row-level security).
+DETAIL_STALE = re.compile(r"Relation (?P<rel>\S+), (?:key \((?P<cols>.*?)\)=\((?P<vals>.*?)\)|key (?P<json>\{.*?\})|all rows|key \(not visible\)): "
                           r"presented token (?P<presented>\d+), stored token (?P<stored>\d+|\(not visible\)) "
                           r"\((?P<mode>\w+) mode\)")
 
@@ -694,7 +696,12 @@ def check(audit, log, final, stats):
             violations.append(f"a refusal of token {presented} over {stored} in {m['mode']} mode: {st.sql}")
             return
         key = None
-        if m["cols"] is not None:
+        if m["json"] is not None:
+            values = {c: str(v) for c, v in json.loads(m["json"]).items()}
+            k = int(decimal.Decimal(values["k"]))
+            zone = int(values["zone"]) if t == "parted" else None
+            key = (t, k, zone)
+        elif m["cols"] is not None:
             values = dict(zip([c.strip() for c in m["cols"].split(",")], [v.strip() for v in m["vals"].split(",")]))
             k = int(decimal.Decimal(values["k"]))
             zone = int(values["zone"]) if t == "parted" else None
