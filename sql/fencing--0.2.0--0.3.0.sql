@@ -601,3 +601,47 @@ COMMENT ON FUNCTION fencing._refuse_partition_drops() IS
 DROP FUNCTION fencing._guard_key_changes(regclass);
 DROP FUNCTION fencing._guard_truncate(regclass);
 DROP FUNCTION fencing._guard_settings(regclass);
+
+-- A partition's guard is its protected table's: _drop_guard() refuses it.
+CREATE OR REPLACE FUNCTION fencing._drop_guard(target regclass)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	t record;
+	protected boolean;
+	restore boolean := false;
+BEGIN
+	-- A partition's guard is its protected table's: never dropped here.
+	PERFORM fencing._refuse_partition_guard(target);
+	-- The TRUNCATE triggers of its partitions belong to a protected table; an
+	-- unprotected one (say, the parent of a partition protected on its own)
+	-- has none to drop there.
+	protected := EXISTS (SELECT FROM pg_trigger g
+	                     WHERE g.tgrelid = target AND g.tgname = 'fencing_guard' AND g.tgparentid = 0);
+	-- Citus refuses trigger DDL on distributed tables unless told, for this
+	-- transaction, that the guard's triggers are fine.
+	IF pg_catalog.current_setting('citus.enable_unsafe_triggers', true) = 'off' THEN
+		PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+		restore := true;
+	END IF;
+	FOR t IN
+		SELECT g.tgrelid::regclass AS rel, g.tgname FROM pg_trigger g
+		WHERE g.tgparentid = 0
+		  AND ((g.tgrelid = target
+		        AND g.tgname IN ('fencing_guard', 'fencing_guard_keys', 'fencing_guard_new_keys',
+		                         'fencing_guard_key_changes', 'fencing_guard_truncate'))
+		       OR (protected AND g.tgname = 'fencing_guard_truncate'
+		           AND g.tgrelid IN (SELECT tr.relid FROM fencing._tree(target) tr)))
+	LOOP
+		EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
+	END LOOP;
+	IF restore THEN
+		PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'off', true);
+	END IF;
+	RETURN protected;
+END
+$$;
+COMMENT ON FUNCTION fencing._drop_guard(regclass) IS
+'internal: drops the guard''s triggers; used by protect() and unprotect()';

@@ -140,6 +140,8 @@ DECLARE
 	protected boolean;
 	restore boolean := false;
 BEGIN
+	-- A partition's guard is its protected table's: never dropped here.
+	PERFORM fencing._refuse_partition_guard(target);
 	-- The TRUNCATE triggers of its partitions belong to a protected table; an
 	-- unprotected one (say, the parent of a partition protected on its own)
 	-- has none to drop there.

@@ -741,11 +741,15 @@ class Fuzzer:
                    "AND tgenabled <> 'D'" % rel.oid)
         rel.guarded = bool(g)
         rel.own_guard = bool(g) and g[0][1]
+        # fenced_update() takes the settings from the registry: the table's own
+        # registration or its nearest protected ancestor's, whatever its
+        # triggers (an owner may have dropped or disabled them).
         rel.token_col, rel.mode = None, None
-        if g:
-            args = bytes(g[0][0]).split(b"\0")
-            if len(args) >= 3:
-                rel.token_col, rel.mode = args[0].decode(), args[1].decode()
+        p = self.q("SELECT p.token_column, p.mode FROM (SELECT %d::pg_catalog.regclass AS relid, 0::bigint AS n "
+                   "UNION ALL SELECT a.relid, a.n FROM pg_catalog.pg_partition_ancestors(%d) WITH ORDINALITY a(relid, n)) a "
+                   "JOIN fencing.protected_tables p ON p.relation = a.relid ORDER BY a.n LIMIT 1" % (rel.oid, rel.oid))
+        if p:
+            rel.token_col, rel.mode = p[0][0], p[0][1]
 
     def token_column_of(self, rel):
         """The column fenced_update() would use: the guard's, else last_fencing_token."""
