@@ -95,6 +95,15 @@ tidy:
 	clang-tidy --quiet $(OBJS:.o=.cpp) -- -std=c++17 -Wno-register -isystem $(includedir_server) \
 		-isystem $(shell $(PG_CONFIG) --includedir-server)/../internal -D_GNU_SOURCE -Isrc
 
+# clang-format (.clang-format) over every C++ file: `make format` applies it,
+# `make format-check` (run by test/check) fails on any difference.
+FORMAT_FILES = $(wildcard src/*.cpp src/*.hpp test/*/*.cpp test/*/*.hpp)
+.PHONY: format format-check
+format:
+	clang-format -i $(FORMAT_FILES)
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
 # The PGXN distribution: a zip of the committed tree (HEAD) under
 # fencing-$(EXTVERSION)/, as PGXN expects it; build products are not committed.
 .PHONY: dist

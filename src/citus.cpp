@@ -331,19 +331,19 @@ PlannedStmt *with_marks_dropped(PlannedStmt *statement)
  * the marks tables too.
  */
 void utility_with_token(PlannedStmt *statement, const char *text, bool read_only,
-                        ProcessUtilityContext context, ParamListInfo params,
-                        QueryEnvironment *env, DestReceiver *dest, QueryCompletion *completion)
+                        ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *env,
+                        DestReceiver *dest, QueryCompletion *completion)
 {
 	Node *parsed = statement->utilityStmt;
 	if (IsA(parsed, CopyStmt) && reinterpret_cast<CopyStmt *>(parsed)->is_from)
 		guarded("ProcessUtility", [] { send_token(); });
 	if (IsA(parsed, DropStmt) && citus_loaded())
-		statement = guarded("ProcessUtility", [statement] { return with_marks_dropped(statement); });
+		statement =
+		    guarded("ProcessUtility", [statement] { return with_marks_dropped(statement); });
 	if (previous_utility != nullptr)
 		previous_utility(statement, text, read_only, context, params, env, dest, completion);
 	else
-		standard_ProcessUtility(statement, text, read_only, context, params, env, dest,
-		                        completion);
+		standard_ProcessUtility(statement, text, read_only, context, params, env, dest, completion);
 }
 
 void forget_sent_token(XactEvent event, void *)
@@ -389,8 +389,8 @@ bool citus_is_distributed(Oid relid)
 		return false;
 	Oid types[1] = {OIDOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
-	run_metadata_query("SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1", 1,
-	                   types, values);
+	run_metadata_query("SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1", 1, types,
+	                   values);
 	bool distributed = SPI_processed > 0;
 	SPI_finish();
 	return distributed;
@@ -406,8 +406,10 @@ CitusShard citus_shard(Relation shard, int64 id)
 	                   ObjectIdGetDatum(RelationGetNamespace(shard)),
 	                   CStringGetTextDatum(RelationGetRelationName(shard))};
 	run_metadata_query(
-	    "SELECT pg_catalog.to_regclass(pg_catalog.shard_name(m.logicalrelid, m.shardid))::pg_catalog.oid,"
-	    "       pg_catalog.to_regclass(pg_catalog.shard_name(f.logicalrelid, f.shardid))::pg_catalog.oid,"
+	    "SELECT pg_catalog.to_regclass(pg_catalog.shard_name(m.logicalrelid, "
+	    "m.shardid))::pg_catalog.oid,"
+	    "       pg_catalog.to_regclass(pg_catalog.shard_name(f.logicalrelid, "
+	    "f.shardid))::pg_catalog.oid,"
 	    "       pg_catalog.column_to_column_name(p.logicalrelid, p.partkey)"
 	    " FROM pg_catalog.pg_dist_shard s"
 	    " JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = s.logicalrelid"
@@ -431,7 +433,8 @@ CitusShard citus_shard(Relation shard, int64 id)
 		placement.floors = isnull ? InvalidOid : DatumGetObjectId(floors);
 	}
 	SPI_finish();
-	if (!found || !OidIsValid(placement.marks) || !OidIsValid(placement.floors) || column == nullptr) {
+	if (!found || !OidIsValid(placement.marks) || !OidIsValid(placement.floors) ||
+	    column == nullptr) {
 		const char *qualified = nullptr, *name = RelationGetRelationName(shard);
 		(void)citus_logical_name(shard, &qualified, &name, nullptr);
 		ereport(ERROR,
@@ -447,11 +450,10 @@ CitusShard citus_shard(Relation shard, int64 id)
 	}
 	/* A forged marks id on a shard's guard cannot reach another owner's marks. */
 	if (relation_owner(placement.marks) != shard->rd_rel->relowner)
-		ereport(ERROR,
-		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		         errmsg("the deleted-key marks of relation \"%s\" belong to another role",
-		                RelationGetRelationName(shard)),
-		         errhint("Run fencing.protect() on the distributed table again.")));
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("the deleted-key marks of relation \"%s\" belong to another role",
+		                       RelationGetRelationName(shard)),
+		                errhint("Run fencing.protect() on the distributed table again.")));
 	placement.dist_attnum = get_attnum(RelationGetRelid(shard), column);
 	if (placement.dist_attnum == InvalidAttrNumber)
 		elog(ERROR, "fencing: distribution column \"%s\" not found in shard \"%s\"", column,
@@ -494,19 +496,18 @@ bool citus_logical_name(Relation rel, const char **qualified, const char **name,
 
 void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash &key, int64 token)
 {
-	const char *marks = quote_qualified_identifier(get_namespace_name(get_rel_namespace(shard.marks)),
-	                                               get_rel_name(shard.marks));
+	const char *marks = quote_qualified_identifier(
+	    get_namespace_name(get_rel_namespace(shard.marks)), get_rel_name(shard.marks));
 	Oid types[3] = {shard.dist_type, BYTEAOID, INT8OID};
 	Datum values[3] = {dist_value, key_hash_datum(key), Int64GetDatum(token)};
-	int rc = run_on_marks(
-	    shard.marks,
-	    psprintf("INSERT INTO %s AS m (dist, key, token, deleted_at)"
-	             " VALUES ($1, $2, $3, pg_catalog.now())"
-	             " ON CONFLICT (key, dist) DO UPDATE"
-	             " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
-	             " WHERE fencing.token_accepts(m.token, EXCLUDED.token, false)",
-	             marks),
-	    3, types, values, InvalidSnapshot, false);
+	int rc = run_on_marks(shard.marks,
+	                      psprintf("INSERT INTO %s AS m (dist, key, token, deleted_at)"
+	                               " VALUES ($1, $2, $3, pg_catalog.now())"
+	                               " ON CONFLICT (key, dist) DO UPDATE"
+	                               " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
+	                               " WHERE fencing.token_accepts(m.token, EXCLUDED.token, false)",
+	                               marks),
+	                      3, types, values, InvalidSnapshot, false);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "fencing: raising a mark failed: %s", SPI_result_code_string(rc));
 	SPI_finish();
@@ -533,8 +534,8 @@ bool max_token(const char *sql, int nargs, Oid *types, Datum *values, Snapshot s
 
 bool citus_find_high_water(const CitusShard &shard, const KeyHash &key, int64 *mark)
 {
-	const char *marks = quote_qualified_identifier(get_namespace_name(get_rel_namespace(shard.marks)),
-	                                               get_rel_name(shard.marks));
+	const char *marks = quote_qualified_identifier(
+	    get_namespace_name(get_rel_namespace(shard.marks)), get_rel_name(shard.marks));
 	const char *floors = quote_qualified_identifier(
 	    get_namespace_name(get_rel_namespace(shard.floors)), get_rel_name(shard.floors));
 	Oid types[1] = {BYTEAOID};
@@ -578,10 +579,11 @@ bool citus_find_high_water_anywhere(int64 id, const KeyHash &key, int64 *mark)
 		return false;
 	Oid types[1] = {BYTEAOID};
 	Datum values[1] = {key_hash_datum(key)};
-	bool found = max_token(psprintf("SELECT pg_catalog.max(token) FROM fencing_citus.marks_" INT64_FORMAT
-	                                " WHERE key OPERATOR(pg_catalog.=) $1",
-	                                id),
-	                       1, types, values, InvalidSnapshot, false, mark);
+	bool found =
+	    max_token(psprintf("SELECT pg_catalog.max(token) FROM fencing_citus.marks_" INT64_FORMAT
+	                       " WHERE key OPERATOR(pg_catalog.=) $1",
+	                       id),
+	              1, types, values, InvalidSnapshot, false, mark);
 	/* The floor, read as the extension owner: nothing of this transaction's touches it. */
 	int64 floor = 0;
 	Oid floor_types[1] = {INT8OID};

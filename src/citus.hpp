@@ -32,8 +32,8 @@ bool citus_is_distributed(Oid relid);
 
 /* Where a shard's marks live: its co-located marks shard and the local floors shard. */
 struct CitusShard {
-	Oid marks;             /* fencing_citus.marks_<id>_<shard> */
-	Oid floors;            /* fencing_citus.floors_<shard> */
+	Oid marks;              /* fencing_citus.marks_<id>_<shard> */
+	Oid floors;             /* fencing_citus.floors_<shard> */
 	AttrNumber dist_attnum; /* the distribution column, in the shard */
 	Oid dist_type;
 	int64 id;

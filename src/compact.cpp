@@ -122,11 +122,12 @@ FENCING_FUNCTION(compact)
 		                errmsg("relation \"%s\" is not protected", RelationGetRelationName(rel)),
 		                errhint("fencing.compact() raises the floor of a protected table.")));
 	if (registration.relid != relid)
-		ereport(ERROR,
-		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		         errmsg("relation \"%s\" is a partition of a protected table",
-		                RelationGetRelationName(rel)),
-		         errhint("Compact the protected table: its marks and floor cover its partitions.")));
+		ereport(
+		    ERROR,
+		    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		     errmsg("relation \"%s\" is a partition of a protected table",
+		            RelationGetRelationName(rel)),
+		     errhint("Compact the protected table: its marks and floor cover its partitions.")));
 	List *tree = find_all_inheritors(relid, ShareRowExclusiveLock, nullptr);
 	int64 seen = clock_token();
 	if (fence.citus_id == 0)

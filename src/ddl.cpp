@@ -122,8 +122,7 @@ Relation open_target(FunctionCallInfo fcinfo, LOCKMODE lock, bool owner_only = f
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
 	if (owner_only && SearchSysCacheExists1(RELOID, PG_GETARG_DATUM(0)) &&
 	    !owns_relation(PG_GETARG_OID(0), GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER,
-		               get_relkind_objtype(get_rel_relkind(PG_GETARG_OID(0))),
+		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(PG_GETARG_OID(0))),
 		               get_rel_name(PG_GETARG_OID(0)));
 	Relation rel = try_relation_open(PG_GETARG_OID(0), lock);
 	if (rel == nullptr)
@@ -295,12 +294,11 @@ void check_token_column(Relation rel, const char *column)
 	Form_pg_attribute att =
 	    attnum == InvalidAttrNumber ? nullptr : TupleDescAttr(RelationGetDescr(rel), attnum - 1);
 	if (att == nullptr)
-		ereport(ERROR,
-		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		         errmsg("fencing token column \"%s\" of protected relation \"%s\" cannot be "
-		                "renamed or dropped",
-		                column, qualified_name(RelationGetRelid(rel))),
-		         errhint("Run fencing.unprotect() first to remove the guard.")));
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("fencing token column \"%s\" of protected relation \"%s\" cannot be "
+		                       "renamed or dropped",
+		                       column, qualified_name(RelationGetRelid(rel))),
+		                errhint("Run fencing.unprotect() first to remove the guard.")));
 	if (att->atttypid != INT8OID)
 		ereport(ERROR,
 		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -651,8 +649,7 @@ FENCING_FUNCTION(after_table_ddl)
 	 * rebuild tables as they were, guard included.
 	 */
 	const char *application = GetConfigOption("application_name", false, false);
-	if (citus_loaded() && application != nullptr &&
-	    strncmp(application, "citus_internal", 14) == 0)
+	if (citus_loaded() && application != nullptr && strncmp(application, "citus_internal", 14) == 0)
 		PG_RETURN_VOID();
 	auto *event = reinterpret_cast<EventTriggerData *>(fcinfo->context);
 	bool alter_trigger = event->tag == CMDTAG_ALTER_TRIGGER;
@@ -688,7 +685,7 @@ namespace
 struct DroppedPartition {
 	Oid relid;
 	const char *name; /* for the message: the catalogs forget it before sql_drop */
-	List *ancestors; /* OIDs, nearest first */
+	List *ancestors;  /* OIDs, nearest first */
 };
 FENCING_PLAIN_DATA(DroppedPartition);
 List *dropped_partitions = NIL; /* of DroppedPartition * */
@@ -729,9 +726,8 @@ void install_drop_check()
 	previous_object_access = object_access_hook;
 	object_access_hook = [](ObjectAccessType access, Oid class_id, Oid object_id, int sub_id,
 	                        void *arg) {
-		guarded("object access hook", [&]() {
-			note_dropped_partition(access, class_id, object_id, sub_id, arg);
-		});
+		guarded("object access hook",
+		        [&]() { note_dropped_partition(access, class_id, object_id, sub_id, arg); });
 	};
 	RegisterXactCallback(forget_dropped_partitions, nullptr);
 }

@@ -53,15 +53,14 @@ static const char *token_text(int64 token)
 [[noreturn]] static void stale(Relation rel, const char *target, const char *subject, Mode mode,
                                int64 presented, int64 stored)
 {
-	ereport(
-	    ERROR,
-	    (errcode(ERRCODE_FENCING_STALE_TOKEN),
-	     errmsg("stale fencing token " INT64_FORMAT " for %s", presented, target),
-	     errdetail("%s: presented token " INT64_FORMAT ", stored token %s (%s mode).", subject,
-	               presented, token_text(stored), mode_name(mode)),
-	     errhint("A newer lock holder has taken over: stop, roll back, and acquire the lock "
-	             "again for a new token."),
-	     rel ? errtable(rel) : 0));
+	ereport(ERROR,
+	        (errcode(ERRCODE_FENCING_STALE_TOKEN),
+	         errmsg("stale fencing token " INT64_FORMAT " for %s", presented, target),
+	         errdetail("%s: presented token " INT64_FORMAT ", stored token %s (%s mode).", subject,
+	                   presented, token_text(stored), mode_name(mode)),
+	         errhint("A newer lock holder has taken over: stop, roll back, and acquire the lock "
+	                 "again for a new token."),
+	         rel ? errtable(rel) : 0));
 	pg_unreachable();
 }
 
@@ -82,17 +81,17 @@ void report_stale_resource(const char *resource, int64 presented, int64 stored)
 void report_missing(Relation rel, const char *key, const char *operation, int64 stored)
 {
 	note_rejection(rel, nullptr, Rejection::missing, key, 0, stored);
-	ereport(ERROR,
-	        (errcode(ERRCODE_FENCING_MISSING_TOKEN),
-	         errmsg("missing fencing token for %s on relation \"%s\"", operation,
-	                relation_name(rel)),
-	         errdetail("%s: no token presented, stored token %s.", detail_subject(rel, key),
-	                   token_text(stored)),
-	         strcmp(operation, "UPDATE") == 0 || strcmp(operation, "INSERT") == 0
-	             ? errhint("Assign the token column in the statement, or run SET LOCAL "
-	                       "fencing.token = <token> in the transaction first.")
-	             : errhint("Run SET LOCAL fencing.token = <token> in the transaction first."),
-	         errtable(rel)));
+	ereport(
+	    ERROR,
+	    (errcode(ERRCODE_FENCING_MISSING_TOKEN),
+	     errmsg("missing fencing token for %s on relation \"%s\"", operation, relation_name(rel)),
+	     errdetail("%s: no token presented, stored token %s.", detail_subject(rel, key),
+	               token_text(stored)),
+	     strcmp(operation, "UPDATE") == 0 || strcmp(operation, "INSERT") == 0
+	         ? errhint("Assign the token column in the statement, or run SET LOCAL "
+	                   "fencing.token = <token> in the transaction first.")
+	         : errhint("Run SET LOCAL fencing.token = <token> in the transaction first."),
+	     errtable(rel)));
 	pg_unreachable();
 }
 

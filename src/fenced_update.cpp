@@ -444,8 +444,8 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 	if (check_enable_rls(RelationGetRelid(call.rel), InvalidOid, true) == RLS_ENABLED)
 		return Outcome::missing;
 	bool isnull[INDEX_MAX_KEYS] = {false};
-	KeyHash key = key_hash(call.rel, key_columns(primary_key(call)), key_in_index_order(call),
-	                       isnull);
+	KeyHash key =
+	    key_hash(call.rel, key_columns(primary_key(call)), key_in_index_order(call), isnull);
 	bool marked = call.fence.citus_id != 0
 	                  ? citus_find_high_water_anywhere(call.fence.citus_id, key, stored)
 	                  : find_high_water(mark_scope(call.rel), key, stored);
@@ -531,9 +531,8 @@ FENCING_FUNCTION(fenced_update)
 	parse_changes(&call, PG_GETARG_JSONB_P(3));
 
 	/* Below the table's floor (compact()), no row would take it: stale without trying. */
-	int64 floor = call.fence.is_protected && call.fence.citus_id == 0
-	                  ? floor_of(mark_scope(call.rel))
-	                  : 0;
+	int64 floor =
+	    call.fence.is_protected && call.fence.citus_id == 0 ? floor_of(mark_scope(call.rel)) : 0;
 	int64 stored = floor;
 	volatile Outcome outcome = Outcome::skipped;
 	if (!token_accepts(call.fence.mode, floor, call.token)) {

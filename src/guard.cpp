@@ -71,7 +71,7 @@ struct Lend {
 	MemoryContextCallback forget; /* clears owner->lend when the row's memory goes */
 	bool from_insert;             /* the proposed row of an INSERT, or an UPDATE */
 	int64 token;
-	ItemPointerData row; /* UPDATE: the row version being updated */
+	ItemPointerData row;       /* UPDATE: the row version being updated */
 	Datum key[INDEX_MAX_KEYS]; /* INSERT: the proposed key, copied into per-tuple memory */
 	bool key_isnull[INDEX_MAX_KEYS];
 };
@@ -83,12 +83,12 @@ struct TableInfo {
 	TableFence fence;
 	KeyColumns key;
 	bool scope_known;
-	MarkScope scope;       /* where marks of this relation's keys live */
+	MarkScope scope; /* where marks of this relation's keys live */
 	bool citus_known;
-	CitusShard citus;      /* a Citus shard's: its marks shard and floors */
+	CitusShard citus; /* a Citus shard's: its marks shard and floors */
 	bool floor_known;
-	int64 floor;           /* no write presents a token below it (compact(), TRUNCATE) */
-	PendingCount *counter; /* its accepted writes, for fencing.stats */
+	int64 floor;             /* no write presents a token below it (compact(), TRUNCATE) */
+	PendingCount *counter;   /* its accepted writes, for fencing.stats */
 	bool key_changes_unseen; /* other BEFORE UPDATE row triggers, key check without WHEN */
 	Lend *lend;
 };
@@ -177,8 +177,8 @@ TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 		if (!fence_from_trigger(trigger->tg_relation, trigger->tg_trigger, &fence))
 			fence_of_unprotected(trigger, &fence);
 		Relation pk = open_primary_key(trigger->tg_relation);
-		info = static_cast<TableInfo *>(MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
-		                                                       sizeof(TableInfo)));
+		info = static_cast<TableInfo *>(
+		    MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(TableInfo)));
 		info->trigger_oid = trigger->tg_trigger->tgoid;
 		info->fence = fence;
 		info->key = key_columns(pk);
@@ -193,11 +193,12 @@ TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 		bool hash = false;
 		if (fence.citus_id == 0 && citus_loaded() &&
 		    citus_logical_name(trigger->tg_relation, &qualified, &name, &hash) && hash)
-			ereport(ERROR,
-			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			         errmsg("relation \"%s\" was distributed by Citus after it was protected", name),
-			         errdetail("Its deleted-key marks would not move with its shards."),
-			         errhint("Run SELECT fencing.protect('%s') again.", qualified)));
+			ereport(
+			    ERROR,
+			    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			     errmsg("relation \"%s\" was distributed by Citus after it was protected", name),
+			     errdetail("Its deleted-key marks would not move with its shards."),
+			     errhint("Run SELECT fencing.protect('%s') again.", qualified)));
 		fcinfo->flinfo->fn_extra = info;
 	}
 	return info;
@@ -509,7 +510,8 @@ Datum guard_truncate(TriggerData *trigger)
 	 * trigger of their own.
 	 */
 	bool distributed = fence.citus_id != 0 && citus_is_distributed(RelationGetRelid(rel));
-	const char *column = NameStr(TupleDescAttr(RelationGetDescr(rel), fence.token_attnum - 1)->attname);
+	const char *column =
+	    NameStr(TupleDescAttr(RelationGetDescr(rel), fence.token_attnum - 1)->attname);
 	if (!session_token(&presented))
 		report_missing(rel, all_rows, "TRUNCATE",
 		               shown(rel, fence.token_attnum,
@@ -537,7 +539,8 @@ void check_trigger_call(FunctionCallInfo fcinfo)
 	TriggerEvent event = reinterpret_cast<TriggerData *>(fcinfo->context)->tg_event;
 	bool before = TRIGGER_FIRED_BEFORE(event), row = TRIGGER_FIRED_FOR_ROW(event);
 	bool truncate = TRIGGER_FIRED_BY_TRUNCATE(event), remove = TRIGGER_FIRED_BY_DELETE(event);
-	if (TRIGGER_FIRED_INSTEAD(event) || (truncate ? !(before && !row) : !(row && (before || !remove))))
+	if (TRIGGER_FIRED_INSTEAD(event) ||
+	    (truncate ? !(before && !row) : !(row && (before || !remove))))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("fencing.guard: must be fired BEFORE INSERT, UPDATE or DELETE for "
 		                       "each row, AFTER INSERT or UPDATE for each row, or BEFORE TRUNCATE "

@@ -211,9 +211,9 @@ void require_identifiable_key(Relation rel, Relation pk)
 		if (!one_image) {
 			Oid type = pk->rd_opcintype[i];
 			Oid proc = get_opfamily_proc(pk->rd_opfamily[i], type, type, BTEQUALIMAGE_PROC);
-			one_image = OidIsValid(proc) &&
-			            DatumGetBool(OidFunctionCall1Coll(proc, pk->rd_indcollation[i],
-			                                              ObjectIdGetDatum(type)));
+			one_image =
+			    OidIsValid(proc) && DatumGetBool(OidFunctionCall1Coll(proc, pk->rd_indcollation[i],
+			                                                          ObjectIdGetDatum(type)));
 		}
 		Oid send = InvalidOid;
 		if (image == Image::sent) {

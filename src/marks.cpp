@@ -74,8 +74,8 @@ Datum relid_array(const MarkScope &scope)
 	Datum *relids = static_cast<Datum *>(palloc(sizeof(Datum) * scope.count));
 	for (int i = 0; i < scope.count; i++)
 		relids[i] = ObjectIdGetDatum(scope.relids[i]);
-	return PointerGetDatum(construct_array(relids, scope.count, REGCLASSOID, sizeof(Oid), true,
-	                                       TYPALIGN_INT));
+	return PointerGetDatum(
+	    construct_array(relids, scope.count, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
 }
 
 } // namespace
@@ -137,7 +137,8 @@ int64 floor_of(const MarkScope &scope)
 		CacheRegisterRelcacheCallback(forget_floor, 0);
 	}
 	bool found;
-	auto *entry = static_cast<FloorEntry *>(hash_search(floor_cache, &scope.relids[0], HASH_FIND, &found));
+	auto *entry =
+	    static_cast<FloorEntry *>(hash_search(floor_cache, &scope.relids[0], HASH_FIND, &found));
 	if (found)
 		return entry->floor;
 	Oid types[1] = {REGCLASSARRAYOID};
@@ -156,7 +157,8 @@ int64 floor_of(const MarkScope &scope)
 	if (isnull)
 		floor = 0;
 	/* The hash table may have been reset meanwhile: look the slot up again. */
-	entry = static_cast<FloorEntry *>(hash_search(floor_cache, &scope.relids[0], HASH_ENTER, &found));
+	entry =
+	    static_cast<FloorEntry *>(hash_search(floor_cache, &scope.relids[0], HASH_ENTER, &found));
 	entry->floor = floor;
 	return floor;
 }

@@ -42,7 +42,8 @@ void check_merge(const QueryDesc *query)
 		return;
 	auto *modify = reinterpret_cast<const ModifyTable *>(statement->planTree);
 	const ListCell *result, *actions;
-	forboth (result, modify->resultRelations, actions, modify->mergeActionLists) {
+	forboth(result, modify->resultRelations, actions, modify->mergeActionLists)
+	{
 		Oid relid = rt_fetch(lfirst_int(result), statement->rtable)->relid;
 		Relation rel = relation_open(relid, NoLock);
 		fencing::TableFence fence;

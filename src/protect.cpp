@@ -48,8 +48,8 @@ FENCING_FUNCTION(key_change_condition)
 	initStringInfo(&condition);
 	appendStringInfoString(&condition, "NOT (");
 	for (int i = 0; i < key.count; i++) {
-		const char *column =
-		    quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), key.attnums[i] - 1)->attname));
+		const char *column = quote_identifier(
+		    NameStr(TupleDescAttr(RelationGetDescr(rel), key.attnums[i] - 1)->attname));
 		appendStringInfo(&condition, "%sOLD.%s %s NEW.%s", i > 0 ? " AND " : "", column,
 		                 fencing::key_equality_operator(pk, i), column);
 	}
@@ -114,11 +114,12 @@ FENCING_FUNCTION(detached_partitions)
 		foreach (cell, collected->d.alterTable.subcmds) {
 			auto *sub = static_cast<CollectedATSubcmd *>(lfirst(cell));
 			auto *cmd = reinterpret_cast<AlterTableCmd *>(sub->parsetree);
-			if (!IsA(cmd, AlterTableCmd) || (cmd->subtype != AT_DetachPartition &&
-			                                 cmd->subtype != AT_DetachPartitionFinalize))
+			if (!IsA(cmd, AlterTableCmd) ||
+			    (cmd->subtype != AT_DetachPartition && cmd->subtype != AT_DetachPartitionFinalize))
 				continue;
 			ListCell *partition;
-			foreach (partition, fencing::detached_relations(reinterpret_cast<PartitionCmd *>(cmd->def)->name)) {
+			foreach (partition, fencing::detached_relations(
+			                        reinterpret_cast<PartitionCmd *>(cmd->def)->name)) {
 				Datum values[2] = {ObjectIdGetDatum(collected->d.alterTable.objectId),
 				                   ObjectIdGetDatum(lfirst_oid(partition))};
 				bool nulls[2] = {false, false};

@@ -189,8 +189,8 @@ bool key_identity(Relation rel, Datum identity[4])
 	    construct_array(names, key.count, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
 	identity[1] = PointerGetDatum(
 	    construct_array(types, key.count, REGTYPEOID, sizeof(Oid), true, TYPALIGN_INT));
-	identity[2] = PointerGetDatum(
-	    construct_array(collations, key.count, TEXTOID, -1, false, TYPALIGN_INT));
+	identity[2] =
+	    PointerGetDatum(construct_array(collations, key.count, TEXTOID, -1, false, TYPALIGN_INT));
 	identity[3] = PointerGetDatum(
 	    construct_array(typmods, key.count, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 	index_close(pk, AccessShareLock);
@@ -205,15 +205,14 @@ bool identity_unchanged(Relation rel)
 	Oid types[2] = {REGCLASSOID, REGCLASSARRAYOID};
 	Datum values[2] = {ObjectIdGetDatum(relid),
 	                   relid_array(find_all_inheritors(relid, NoLock, nullptr))};
-	int rc =
-	    run_as_owner(&identity_plan,
-	                 "SELECT r.key_columns, r.key_types, r.key_collations, r.key_typmods,"
-	                 " r.relid IS NOT NULL,"
-	                 " EXISTS (SELECT FROM fencing.deleted_keys d"
-	                 "  WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2))"
-	                 " FROM (SELECT) one LEFT JOIN fencing.registry r"
-	                 "  ON r.relid OPERATOR(pg_catalog.=) $1",
-	                 2, types, values, GetLatestSnapshot(), true);
+	int rc = run_as_owner(&identity_plan,
+	                      "SELECT r.key_columns, r.key_types, r.key_collations, r.key_typmods,"
+	                      " r.relid IS NOT NULL,"
+	                      " EXISTS (SELECT FROM fencing.deleted_keys d"
+	                      "  WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2))"
+	                      " FROM (SELECT) one LEFT JOIN fencing.registry r"
+	                      "  ON r.relid OPERATOR(pg_catalog.=) $1",
+	                      2, types, values, GetLatestSnapshot(), true);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "fencing: reading the registry failed: %s", SPI_result_code_string(rc));
 	bool isnull, null[4];
@@ -257,7 +256,7 @@ bool record_registration(Relation rel, const char *token_column, Mode mode, bool
 	}
 	Datum identity[4];
 	bool has_key = key_identity(rel, identity);
-	Oid types[8] = {REGCLASSOID,  NAMEOID,         TEXTOID,              BOOLOID,
+	Oid types[8] = {REGCLASSOID,  NAMEOID,         TEXTOID,      BOOLOID,
 	                NAMEARRAYOID, REGTYPEARRAYOID, TEXTARRAYOID, INT4ARRAYOID};
 	NameData column;
 	namestrcpy(&column, token_column);

@@ -30,14 +30,15 @@ FENCING_PLAIN_DATA(RowLock);
 
 /* The resource's floor (fencing.compact_resources()), as the last column. */
 #define RESOURCE_FLOOR                                                                             \
-	"(SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"                           \
+	"(SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"                               \
 	" WHERE pg_catalog.starts_with($1, f.prefix))"
 
-RowLock lease_row = {"SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token, "
-                     RESOURCE_FLOOR " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
-                     "INSERT INTO fencing.resources (resource) VALUES ($1)"
-                     " ON CONFLICT (resource) DO NOTHING",
-                     nullptr, nullptr};
+RowLock lease_row = {
+    "SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token, " RESOURCE_FLOOR
+    " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
+    "INSERT INTO fencing.resources (resource) VALUES ($1)"
+    " ON CONFLICT (resource) DO NOTHING",
+    nullptr, nullptr};
 
 RowLock fence_row = {"SELECT token, " RESOURCE_FLOOR
                      " FROM fencing.fences WHERE resource = $1 FOR UPDATE",

@@ -89,7 +89,8 @@ Datum relid_array(List *relids)
 	ListCell *cell;
 	foreach (cell, relids)
 		values[n++] = ObjectIdGetDatum(lfirst_oid(cell));
-	return PointerGetDatum(construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
+	return PointerGetDatum(
+	    construct_array(values, n, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
 }
 
 Datum result_value(uint64 row, int column, bool *isnull)

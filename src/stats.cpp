@@ -225,7 +225,8 @@ void init_entry(Entry *entry, const char *resource)
 	entry->rejected_key[0] = '\0';
 }
 
-/* The shared entry of `key`, made (evicting the least recently used) if needed; lock held shared. */
+/* The shared entry of `key`, made (evicting the least recently used) if needed; lock held shared.
+ */
 Entry *shared_entry(const Key &key, const char *resource)
 {
 	bool found;
@@ -466,8 +467,8 @@ PendingCount *pending_count(const Key &key, const char *resource)
 		ctl.keysize = sizeof(Key);
 		ctl.entrysize = sizeof(PendingCount);
 		ctl.hcxt = TopMemoryContext;
-		pending = hash_create("fencing pending counts", 16, &ctl,
-		                      HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		pending =
+		    hash_create("fencing pending counts", 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	bool found;
 	auto *count = static_cast<PendingCount *>(hash_search(pending, &key, HASH_ENTER, &found));
@@ -544,8 +545,8 @@ void note_rejection(Relation rel, const char *resource, Rejection kind, const ch
 	if (log_rejections == 2 || (log_rejections == 1 && stale)) {
 		const char *what = rel ? psprintf("relation %s", relation_display_name(rel))
 		                       : psprintf("resource \"%s\"", resource);
-		const char *write = stale ? psprintf("stale token " INT64_FORMAT, presented)
-		                          : "write without a token";
+		const char *write =
+		    stale ? psprintf("stale token " INT64_FORMAT, presented) : "write without a token";
 		ereport(LOG, (errmsg("fencing: %s rejected for %s, key %s: stored token " INT64_FORMAT,
 		                     write, what, key ? key : "-", stored),
 		              errhidestmt(true)));
@@ -570,20 +571,19 @@ void note_rejection(Relation rel, const char *resource, Rejection kind, const ch
 
 void install_stats()
 {
-	DefineCustomBoolVariable("fencing.stats", "Counts accepted and rejected writes in fencing.stats.",
+	DefineCustomBoolVariable("fencing.stats",
+	                         "Counts accepted and rejected writes in fencing.stats.",
 	                         "Takes effect with shared_preload_libraries = 'fencing'.", &stats_on,
 	                         true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-	DefineCustomEnumVariable("fencing.log_rejections",
-	                         "Logs every rejected write (stale: stale tokens only).", nullptr,
-	                         &log_rejections, 0, log_rejection_options, PGC_SUSET, 0, nullptr,
-	                         nullptr, nullptr);
+	DefineCustomEnumVariable(
+	    "fencing.log_rejections", "Logs every rejected write (stale: stale tokens only).", nullptr,
+	    &log_rejections, 0, log_rejection_options, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 	/* A server setting can only be defined while the server starts, and only then is it needed. */
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-	DefineCustomIntVariable("fencing.stats_max",
-	                        "Relations and resources fencing.stats keeps counters for.", nullptr,
-	                        &stats_max, 1000, 100, 1000000, PGC_POSTMASTER, 0, nullptr, nullptr,
-	                        nullptr);
+	DefineCustomIntVariable(
+	    "fencing.stats_max", "Relations and resources fencing.stats keeps counters for.", nullptr,
+	    &stats_max, 1000, 100, 1000000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 	previous_request = shmem_request_hook;
 	shmem_request_hook = request_shared;
 	previous_startup = shmem_startup_hook;

@@ -69,7 +69,8 @@ void fence_from_arguments(Relation rel, const Trigger *trigger, TableFence *fenc
 {
 	char *end = nullptr;
 	fence->citus_id = trigger->tgnargs == 3 ? strtoll(trigger->tgargs[2], &end, 10) : 0;
-	if (trigger->tgnargs < 2 || trigger->tgnargs > 3 || !parse_mode(trigger->tgargs[1], &fence->mode) ||
+	if (trigger->tgnargs < 2 || trigger->tgnargs > 3 ||
+	    !parse_mode(trigger->tgargs[1], &fence->mode) ||
 	    (trigger->tgnargs == 3 && (*end != '\0' || fence->citus_id <= 0)))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("trigger \"%s\" on relation \"%s\" has bad arguments",
@@ -125,12 +126,13 @@ bool fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence)
 	if (!protection_of(rel, &registration))
 		return false;
 	if (!installed_by_protect(trigger, registration))
-		ereport(ERROR,
-		        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		         errmsg("trigger \"%s\" on relation \"%s\" was not installed by fencing.protect()",
-		                trigger->tgname, relation_name(rel)),
-		         errdetail("Only the triggers fencing.protect() installs may call fencing.guard()."),
-		         errhint("Drop the trigger; run fencing.protect() to guard the table.")));
+		ereport(
+		    ERROR,
+		    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		     errmsg("trigger \"%s\" on relation \"%s\" was not installed by fencing.protect()",
+		            trigger->tgname, relation_name(rel)),
+		     errdetail("Only the triggers fencing.protect() installs may call fencing.guard()."),
+		     errhint("Drop the trigger; run fencing.protect() to guard the table.")));
 	fence_from_registration(rel, registration, fence);
 	if (trigger->tgnargs == 3)
 		fence_from_arguments(rel, trigger, fence);
@@ -256,7 +258,8 @@ bool may_read(Relation rel, int ncolumns, const AttrNumber *attnums)
 			readable = true;
 	}
 	for (int i = 0; !readable && i < ncolumns; i++) {
-		if (pg_attribute_aclcheck(RelationGetRelid(rel), attnums[i], user, ACL_SELECT) != ACLCHECK_OK)
+		if (pg_attribute_aclcheck(RelationGetRelid(rel), attnums[i], user, ACL_SELECT) !=
+		    ACLCHECK_OK)
 			return false;
 		readable = i == ncolumns - 1;
 	}
@@ -330,4 +333,3 @@ int64 stored_token(Relation rel, HeapTuple tuple, AttrNumber token_attnum)
 }
 
 } // namespace fencing
-

@@ -108,7 +108,8 @@ List *detached_relations(const RangeVar *name);
  */
 bool may_read(Relation rel, int ncolumns, const AttrNumber *attnums);
 
-/* "(id)=(101)" for key values of `rel` (`pk` its primary key), or NULL when the user may not read them. */
+/* "(id)=(101)" for key values of `rel` (`pk` its primary key), or NULL when the user may not read
+ * them. */
 char *describe_key(Relation rel, Relation pk, Datum *values, bool *isnull);
 
 /*

@@ -106,7 +106,7 @@ struct Grant {
 FENCING_PLAIN_DATA(Grant);
 constexpr int max_grants_named = 8;
 Grant grants[max_grants_named];
-int ngrants = 0;       /* how many of grants[] are used */
+int ngrants = 0;        /* how many of grants[] are used */
 int64 grants_total = 0; /* grants of this transaction, also beyond grants[] */
 
 /*
@@ -128,9 +128,10 @@ int64 clock_floor(bool first_on_history)
 	if (first_on_history)
 		now = saturating_add(now, int64{failover_margin} * 1000);
 	if (now > max_clock_token) {
-		ereport(WARNING, (errmsg("the server clock is beyond what tokens can follow"),
-		                  errdetail("Tokens stay below 2^53; they now only increase by one per grant."),
-		                  errhint("Check the server's clock.")));
+		ereport(WARNING,
+		        (errmsg("the server clock is beyond what tokens can follow"),
+		         errdetail("Tokens stay below 2^53; they now only increase by one per grant."),
+		         errhint("Check the server's clock.")));
 		return 0;
 	}
 	return now - 1;
@@ -152,8 +153,8 @@ int64 history_key()
 	memcpy(bytes, &system, sizeof system);
 	memcpy(bytes + sizeof system, &timeline, sizeof timeline);
 	/* A positive bigint, never 1 (the sequence's value before the first grant). */
-	uint64 hash = DatumGetUInt64(hash_any_extended(reinterpret_cast<unsigned char *>(bytes),
-	                                               sizeof bytes, 0));
+	uint64 hash = DatumGetUInt64(
+	    hash_any_extended(reinterpret_cast<unsigned char *>(bytes), sizeof bytes, 0));
 	return static_cast<int64>((hash >> 2) | 2);
 }
 
@@ -177,8 +178,8 @@ bool history_current(Oid sequence, int64 key)
 {
 	if (sequence == known_history_sequence && key == known_history)
 		return true;
-	SPIPlanPtr plan = kept_plan(&history_plan, "SELECT last_value FROM fencing.token_history", 0,
-	                            nullptr);
+	SPIPlanPtr plan =
+	    kept_plan(&history_plan, "SELECT last_value FROM fencing.token_history", 0, nullptr);
 	run_plan(plan, nullptr, nullptr, true, SPI_OK_SELECT);
 	bool isnull;
 	bool current = SPI_processed > 0 && DatumGetInt64(result_value(0, 1, &isnull)) == key;

@@ -28,9 +28,9 @@ namespace
 int use_0_1_0_styles()
 {
 	int level = NewGUCNestLevel();
-	const char *settings[][2] = {{"datestyle", "ISO, YMD"},  {"intervalstyle", "postgres"},
-	                             {"timezone", "UTC"},        {"extra_float_digits", "3"},
-	                             {"bytea_output", "hex"},    {"lc_monetary", "C"}};
+	const char *settings[][2] = {{"datestyle", "ISO, YMD"}, {"intervalstyle", "postgres"},
+	                             {"timezone", "UTC"},       {"extra_float_digits", "3"},
+	                             {"bytea_output", "hex"},   {"lc_monetary", "C"}};
 	for (auto &setting : settings)
 		(void)set_config_option(setting[0], setting[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 		                        true, 0, false);
@@ -54,8 +54,8 @@ bool read_key(Relation rel, const fencing::KeyColumns &key, Datum *texts, Datum 
 			Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), key.attnums[i] - 1);
 			Oid input, ioparam;
 			getTypeInputInfo(att->atttypid, &input, &ioparam);
-			values[i] = OidInputFunctionCall(input, TextDatumGetCString(texts[i]), ioparam,
-			                                 att->atttypmod);
+			values[i] =
+			    OidInputFunctionCall(input, TextDatumGetCString(texts[i]), ioparam, att->atttypmod);
 		}
 		ReleaseCurrentSubTransaction();
 	}

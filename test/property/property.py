@@ -911,6 +911,11 @@ def main():
     ok = not failures and not violations and len(audit) > 0 and outcomes.get("23T01", 0) > 0
     if len(audit) == 0 or outcomes.get("23T01", 0) == 0:
         print("VIOLATION: the run accepted or refused nothing; the test did not test")
+    if failures or violations:
+        # CI shows the tail of the output: the first line of each violation again, and the seed.
+        print(f"violations (seed {seed}, {args.sessions} sessions):")
+        for message in (failures + violations)[:10]:
+            print("  " + message.splitlines()[0][:300])
     print(f"test property_model ... {'ok' if ok else 'FAILED'}")
     return 0 if ok else 1
 
