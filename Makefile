@@ -4,6 +4,7 @@ EXTENSION = fencing
 EXTVERSION = 0.3.0
 MODULE_big = fencing
 OBJS = \
+	src/layout.o \
 	src/rights.o \
 	src/registry.o \
 	src/ddl.o \
@@ -29,8 +30,11 @@ OBJS = \
 	src/fence.o \
 	src/upgrade.o
 
-# One full script per release, plus an upgrade script from every earlier one.
-DATA = sql/fencing--$(EXTVERSION).sql sql/fencing--0.2.0.sql sql/fencing--0.1.0--0.2.0.sql sql/fencing--0.2.0--0.3.0.sql
+# Every released version's full script (CREATE EXTENSION fencing VERSION '0.1.0'
+# works with the current library, which serves every release's objects until
+# ALTER EXTENSION fencing UPDATE), and an upgrade script from each to the next.
+DATA = sql/fencing--$(EXTVERSION).sql sql/fencing--0.2.0.sql sql/fencing--0.1.0.sql \
+	sql/fencing--0.1.0--0.2.0.sql sql/fencing--0.2.0--0.3.0.sql
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
 REGRESS = setup token_scope split_brain guard modes inputs marks lending merge_by_source truncate fenced_update leases fence clock compact \

@@ -317,15 +317,6 @@ void check_token_column(Relation rel, const char *column)
 		         errhint("Run fencing.unprotect() first to remove the guard.")));
 }
 
-/* Does `trigger` call fencing.guard()? */
-bool calls_guard(Oid function)
-{
-	char *name = get_func_name(function);
-	char *schema = get_namespace_name(get_func_namespace(function));
-	return name != nullptr && schema != nullptr && strcmp(name, "guard") == 0 &&
-	       strcmp(schema, "fencing") == 0;
-}
-
 /*
  * Has protected table `relid` its guard trigger?  Not while pg_restore
  * rebuilds it: the registry's data comes before the primary keys and the

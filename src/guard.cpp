@@ -18,6 +18,7 @@
 #include "citus.hpp"
 #include "compat.hpp"
 #include "errors.hpp"
+#include "layout.hpp"
 #include "fenced_write.hpp"
 #include "keys.hpp"
 #include "marks.hpp"
@@ -127,7 +128,9 @@ Lend *lend_next(TableInfo *info, bool from_insert, int64 token)
 bool key_changes_unseen(TriggerData *trigger)
 {
 	const TriggerDesc *triggers = trigger->tg_relation->trigdesc;
-	const char name[] = "fencing_guard_key_changes"; /* on a Citus shard, with a suffix */
+	/* On a Citus shard, with a suffix; 0.1.0's objects (layout.hpp) named it otherwise. */
+	const char *name =
+	    installed_layout() == Layout::v0_1_0 ? "fencing_guard_keys" : "fencing_guard_key_changes";
 	bool others = false, checked = false, when = false;
 	for (int i = 0; triggers != nullptr && i < triggers->numtriggers; i++) {
 		const Trigger &t = triggers->triggers[i];
@@ -136,7 +139,7 @@ bool key_changes_unseen(TriggerData *trigger)
 			                               TRIGGER_TYPE_UPDATE);
 		else if (TRIGGER_TYPE_MATCHES(t.tgtype, TRIGGER_TYPE_ROW, TRIGGER_TYPE_AFTER,
 		                              TRIGGER_TYPE_UPDATE) &&
-		         strncmp(t.tgname, name, sizeof(name) - 1) == 0) {
+		         strncmp(t.tgname, name, strlen(name)) == 0) {
 			checked = true;
 			when |= t.tgqual != nullptr;
 		}

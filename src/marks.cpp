@@ -3,6 +3,7 @@
  * extension owner's rights through prepared plans.
  */
 #include "marks.hpp"
+#include "layout.hpp"
 #include "table.hpp"
 #include "spi.hpp"
 
@@ -32,6 +33,8 @@ SPIPlanPtr record_plan = nullptr;
 SPIPlanPtr floor_plan = nullptr;
 SPIPlanPtr scope_floor_plan = nullptr;
 SPIPlanPtr compaction_plan = nullptr;
+SPIPlanPtr find_plan_0_1_0 = nullptr;
+SPIPlanPtr record_plan_0_1_0 = nullptr;
 
 /*
  * The floors this backend read, by relation: the highest floor over the
@@ -78,6 +81,52 @@ Datum relid_array(const MarkScope &scope)
 	    construct_array(relids, scope.count, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
 }
 
+/* The token a one-column query of the marks returns, as of the latest committed state; false if
+ * none. */
+bool highest_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
+                      int64 *mark)
+{
+	int rc = run_as_owner(cache, sql, nargs, types, values, GetLatestSnapshot(), true);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: reading marks failed: %s", SPI_result_code_string(rc));
+	bool isnull = true;
+	if (SPI_processed > 0)
+		*mark = DatumGetInt64(result_value(0, 1, &isnull));
+	SPI_finish();
+	return !isnull;
+}
+
+/*
+ * With 0.1.0's objects (layout.hpp): a key's marks are one row, named by its
+ * text, under the top table of the row's partition tree; there are no floors.
+ */
+Oid top_of(const MarkScope &scope)
+{
+	return scope.relids[scope.count - 1];
+}
+
+bool find_mark_0_1_0(const MarkScope &scope, const KeyHash &key, int64 *mark)
+{
+	Oid types[2] = {REGCLASSOID, TEXTARRAYOID};
+	Datum values[2] = {ObjectIdGetDatum(top_of(scope)), key.text_0_1_0};
+	return highest_as_owner(&find_plan_0_1_0,
+	                        "SELECT token FROM fencing.deleted_keys"
+	                        " WHERE relid OPERATOR(pg_catalog.=) $1"
+	                        " AND key OPERATOR(pg_catalog.=) $2",
+	                        2, types, values, mark);
+}
+
+void record_mark_0_1_0(const MarkScope &scope, const KeyHash &key, int64 token)
+{
+	Oid types[3] = {REGCLASSOID, TEXTARRAYOID, INT8OID};
+	Datum values[3] = {ObjectIdGetDatum(top_of(scope)), key.text_0_1_0, Int64GetDatum(token)};
+	raise_as_owner(&record_plan_0_1_0,
+	               "INSERT INTO fencing.deleted_keys AS d (relid, key, token) VALUES ($1, $2, $3)"
+	               " ON CONFLICT (relid, key) DO UPDATE"
+	               " SET token = GREATEST(d.token, EXCLUDED.token), deleted_at = pg_catalog.now()",
+	               3, types, values);
+}
+
 } // namespace
 
 MarkScope mark_scope(Relation rel)
@@ -94,28 +143,27 @@ MarkScope mark_scope(Relation rel)
 
 bool find_high_water(const MarkScope &scope, const KeyHash &key, int64 *mark)
 {
+	if (installed_layout() == Layout::v0_1_0)
+		return find_mark_0_1_0(scope, key, mark);
 	Oid types[2] = {REGCLASSARRAYOID, BYTEAOID};
 	Datum values[2] = {relid_array(scope), key_hash_datum(key)};
-	int rc = run_as_owner(&high_water_plan,
-	                      "SELECT pg_catalog.max(token) FROM ("
-	                      " SELECT token FROM fencing.deleted_keys"
-	                      "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1)"
-	                      "  AND key OPERATOR(pg_catalog.=) $2"
-	                      " UNION ALL"
-	                      " SELECT token FROM fencing.floors"
-	                      "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1)) marks",
-	                      2, types, values, GetLatestSnapshot(), true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading marks failed: %s", SPI_result_code_string(rc));
-	bool isnull = true;
-	if (SPI_processed > 0)
-		*mark = DatumGetInt64(result_value(0, 1, &isnull));
-	SPI_finish();
-	return !isnull;
+	return highest_as_owner(&high_water_plan,
+	                        "SELECT pg_catalog.max(token) FROM ("
+	                        " SELECT token FROM fencing.deleted_keys"
+	                        "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1)"
+	                        "  AND key OPERATOR(pg_catalog.=) $2"
+	                        " UNION ALL"
+	                        " SELECT token FROM fencing.floors"
+	                        "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1)) marks",
+	                        2, types, values, mark);
 }
 
 void record_mark(const MarkScope &scope, const KeyHash &key, int64 token)
 {
+	if (installed_layout() == Layout::v0_1_0) {
+		record_mark_0_1_0(scope, key, token);
+		return;
+	}
 	Oid types[3] = {REGCLASSARRAYOID, BYTEAOID, INT8OID};
 	Datum values[3] = {relid_array(scope), key_hash_datum(key), Int64GetDatum(token)};
 	raise_as_owner(&record_plan,
@@ -129,6 +177,8 @@ void record_mark(const MarkScope &scope, const KeyHash &key, int64 token)
 
 int64 floor_of(const MarkScope &scope)
 {
+	if (installed_layout() == Layout::v0_1_0)
+		return 0;
 	if (floor_cache == nullptr) {
 		HASHCTL control{};
 		control.keysize = sizeof(Oid);
@@ -165,6 +215,10 @@ int64 floor_of(const MarkScope &scope)
 
 void raise_floor(Oid relid, int64 token, bool every_write)
 {
+	if (installed_layout() == Layout::v0_1_0)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("the fencing extension's objects are still those of release 0.1.0"),
+		                errhint("Run ALTER EXTENSION fencing UPDATE.")));
 	Oid types[2] = {REGCLASSOID, INT8OID};
 	Datum values[2] = {ObjectIdGetDatum(relid), Int64GetDatum(token)};
 	if (!every_write) {

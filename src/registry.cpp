@@ -3,6 +3,7 @@
  */
 #include "registry.hpp"
 #include "compat.hpp"
+#include "layout.hpp"
 #include "spi.hpp"
 #include "table.hpp"
 
@@ -17,6 +18,7 @@ extern "C" {
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/relcache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
@@ -43,6 +45,7 @@ struct CacheEntry {
 	Oid relid; /* hash key */
 	bool found;
 	Registration registration;
+	Layout layout; /* read from the registry, or (an older release's objects) from triggers */
 };
 FENCING_PLAIN_DATA(CacheEntry);
 HTAB *cache = nullptr;
@@ -61,9 +64,38 @@ void forget(Datum, Oid relid)
 		(void)hash_search(cache, &entry->relid, HASH_REMOVE, nullptr);
 }
 
+/*
+ * Before ALTER EXTENSION fencing UPDATE (an older release's objects,
+ * layout.hpp): the arguments of the table's own guard trigger (not one
+ * PostgreSQL cloned to a partition), where those releases kept the settings.
+ */
+bool read_trigger_registration(Oid relid, Registration *registration)
+{
+	Relation rel = RelationIdGetRelation(relid);
+	if (!RelationIsValid(rel))
+		return false;
+	bool found = false;
+	TriggerDesc *triggers = rel->trigdesc;
+	for (int i = 0; triggers != nullptr && i < triggers->numtriggers && !found; i++) {
+		const Trigger *trigger = &triggers->triggers[i];
+		if (strcmp(trigger->tgname, guard_trigger_name) != 0 || trigger->tgisclone ||
+		    trigger->tgnargs < 2 || !calls_guard(trigger->tgfoid) ||
+		    !parse_mode(trigger->tgargs[1], &registration->mode))
+			continue;
+		registration->relid = relid;
+		namestrcpy(&registration->token_column, trigger->tgargs[0]);
+		registration->is_protected = true;
+		found = true;
+	}
+	RelationClose(rel);
+	return found;
+}
+
 /* Reads the registry row of `relid` (latest committed state, and this transaction's). */
 bool read_registration(Oid relid, Registration *registration)
 {
+	if (installed_layout() != Layout::current)
+		return read_trigger_registration(relid, registration);
 	Oid types[1] = {REGCLASSOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
 	int rc = run_as_owner(&lookup_plan,
@@ -108,7 +140,7 @@ bool registration_of(Oid relid, Registration *registration)
 	}
 	bool found;
 	auto *entry = static_cast<CacheEntry *>(hash_search(cache, &relid, HASH_FIND, &found));
-	if (found) {
+	if (found && entry->layout == installed_layout()) {
 		*registration = entry->registration;
 		return entry->found;
 	}
@@ -118,6 +150,7 @@ bool registration_of(Oid relid, Registration *registration)
 	entry = static_cast<CacheEntry *>(hash_search(cache, &relid, HASH_ENTER, &found));
 	entry->found = registered;
 	entry->registration = read;
+	entry->layout = installed_layout();
 	*registration = read;
 	return registered;
 }

@@ -90,18 +90,17 @@ static void fence_from_registration(Relation rel, const Registration &registrati
 	fence->citus_id = 0;
 }
 
-/* Is `trigger` one that calls fencing.guard()? */
-static bool calls_guard(const Trigger *trigger)
+bool calls_guard(Oid function)
 {
 	static Oid guard_oid = InvalidOid; /* the last function found to be fencing.guard */
-	if (trigger->tgfoid == guard_oid)
+	if (function == guard_oid)
 		return true;
-	char *name = get_func_name(trigger->tgfoid);
-	char *schema = get_namespace_name(get_func_namespace(trigger->tgfoid));
+	char *name = get_func_name(function);
+	char *schema = get_namespace_name(get_func_namespace(function));
 	bool guard = name != nullptr && schema != nullptr && strcmp(name, "guard") == 0 &&
 	             strcmp(schema, "fencing") == 0;
 	if (guard)
-		guard_oid = trigger->tgfoid;
+		guard_oid = function;
 	return guard;
 }
 
@@ -152,7 +151,7 @@ bool find_guard(Relation rel, TableFence *fence)
 	TriggerDesc *triggers = rel->trigdesc;
 	for (int i = 0; triggers != nullptr && i < triggers->numtriggers && guard == nullptr; i++)
 		if (strcmp(triggers->triggers[i].tgname, guard_trigger_name) == 0 &&
-		    calls_guard(&triggers->triggers[i]))
+		    calls_guard(triggers->triggers[i].tgfoid))
 			guard = &triggers->triggers[i];
 	Registration registration;
 	if (protection_of(rel, &registration)) {

@@ -101,6 +101,9 @@ List *partition_ancestors(Relation rel);
  */
 List *detached_relations(const RangeVar *name);
 
+/* Is `function` fencing.guard()? */
+bool calls_guard(Oid function);
+
 /*
  * May the current user read these columns of `rel`: SELECT on the table or
  * the columns, directly or through a partition ancestor, and no row-level

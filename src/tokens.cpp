@@ -16,6 +16,7 @@
  * "Durability").
  */
 #include "tokens.hpp"
+#include "layout.hpp"
 #include "spi.hpp"
 #include "token.hpp"
 
@@ -369,7 +370,8 @@ int64 issue_token(int64 floor)
 		                errmsg("cannot grant a lease during recovery"),
 		                errhint("Call fencing.acquire() on the primary.")));
 	Oid sequence = token_sequence();
-	Oid history = history_sequence();
+	/* 0.1.0's objects (layout.hpp) keep no history: no margin, the clock still bounds tokens. */
+	Oid history = installed_layout() == Layout::v0_1_0 ? InvalidOid : history_sequence();
 	int64 key = history_key();
 	LOCKTAG tag;
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, sequence, 0, lock_class);
@@ -383,7 +385,7 @@ int64 issue_token(int64 floor)
 	 */
 	bool first_on_history = false;
 	int64 token = 0;
-	if (history == known_history_sequence && key == known_history) {
+	if (OidIsValid(history) && history == known_history_sequence && key == known_history) {
 		(void)LockAcquire(&tag, ShareLock, false, false);
 		token = nextval_internal(sequence, false);
 		LockRelease(&tag, ShareLock, false);
@@ -392,7 +394,7 @@ int64 issue_token(int64 floor)
 	if (token <= lower) {
 		require_issuable(lower);
 		(void)LockAcquire(&tag, ExclusiveLock, false, false);
-		if (!history_current(history, key)) {
+		if (OidIsValid(history) && !history_current(history, key)) {
 			first_on_history = true;
 			lower = std::max(floor, clock_floor(true));
 			require_issuable(lower);

@@ -1,9 +1,12 @@
 /*
- * Conversions that ALTER EXTENSION fencing UPDATE needs from C.
+ * What the library keeps of 0.1.0: the conversions ALTER EXTENSION fencing
+ * UPDATE needs from C, and what 0.1.0's objects call until that update runs
+ * (layout.hpp).
  *
- * 0.1.0 -> 0.2.0: deleted-key marks were named by the key's text, printed
- * with fixed DateStyle, TimeZone, IntervalStyle, extra_float_digits and
- * bytea_output; 0.2.0 names them by the hash of the key's binary images.
+ * 0.1.0 named deleted-key marks by the key's text, printed with fixed
+ * DateStyle, TimeZone, IntervalStyle, extra_float_digits and bytea_output,
+ * numeric scale trimmed and float zeros made one; 0.2.0 names them by the
+ * hash of the key's binary images.
  */
 #include "keys.hpp"
 #include "compat.hpp"
@@ -19,6 +22,9 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/fmgrprotos.h"
+#include "lib/stringinfo.h"
+#include "utils/rel.h"
 }
 
 namespace
@@ -35,6 +41,22 @@ int use_0_1_0_styles()
 		(void)set_config_option(setting[0], setting[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 		                        true, 0, false);
 	return level;
+}
+
+/* One text for all the equal values of numeric (scale) and floats (zeros), as 0.1.0 printed them.
+ */
+Datum normalized_0_1_0(Oid type, Datum value)
+{
+	switch (type) {
+	case NUMERICOID:
+		return DirectFunctionCall1(numeric_trim_scale, value);
+	case FLOAT4OID:
+		return DatumGetFloat4(value) == 0 ? Float4GetDatum(0.0f) : value;
+	case FLOAT8OID:
+		return DatumGetFloat8(value) == 0 ? Float8GetDatum(0.0) : value;
+	default:
+		return value;
+	}
 }
 
 /*
@@ -73,6 +95,52 @@ bool read_key(Relation rel, const fencing::KeyColumns &key, Datum *texts, Datum 
 }
 
 } // namespace
+
+Datum fencing::key_text_0_1_0(Relation rel, const KeyColumns &key, const Datum *values,
+                              const bool *isnull)
+{
+	Datum texts[INDEX_MAX_KEYS];
+	int level = use_0_1_0_styles();
+	for (int i = 0; i < key.count; i++) {
+		if (isnull[i]) {
+			texts[i] = CStringGetTextDatum("");
+			continue;
+		}
+		Oid type = TupleDescAttr(RelationGetDescr(rel), key.attnums[i] - 1)->atttypid;
+		Oid output;
+		bool varlena;
+		getTypeOutputInfo(type, &output, &varlena);
+		texts[i] =
+		    CStringGetTextDatum(OidOutputFunctionCall(output, normalized_0_1_0(type, values[i])));
+	}
+	AtEOXact_GUC(true, level);
+	return PointerGetDatum(construct_array(texts, key.count, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/*
+ * fencing.primary_key_columns(target), called by 0.1.0's protect(): the
+ * quoted, comma-separated primary key columns of a table the guard can
+ * mark; errors if it has none (or one the guard cannot mark).
+ */
+FENCING_FUNCTION(primary_key_columns)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
+	Relation rel = relation_open(PG_GETARG_OID(0), AccessShareLock);
+	Relation pk = fencing::open_primary_key(rel);
+	fencing::require_identifiable_key(rel, pk);
+	fencing::KeyColumns key = fencing::key_columns(pk);
+	StringInfoData columns;
+	initStringInfo(&columns);
+	for (int i = 0; i < key.count; i++)
+		appendStringInfo(&columns, "%s%s", i > 0 ? ", " : "",
+		                 quote_identifier(NameStr(
+		                     TupleDescAttr(RelationGetDescr(rel), key.attnums[i] - 1)->attname)));
+	index_close(pk, AccessShareLock);
+	relation_close(rel, AccessShareLock);
+	PG_RETURN_TEXT_P(cstring_to_text(columns.data));
+}
 
 /*
  * fencing._key_hash_0_1_0(relid, key text[]): the 0.2.0 name of a 0.1.0
