@@ -1,4 +1,4 @@
--- A write presents only its own token (SPEC §2).  Two statement shapes let
+-- A write presents only its own token (docs/design.md, the storage guard).  Two statement shapes let
 -- one row's token reach another write of the same statement, and only
 -- there: the UPDATE of INSERT ... ON CONFLICT DO UPDATE, to the conflicting
 -- row with the proposed key, and the DELETE half of an UPDATE that moves a

@@ -1,6 +1,6 @@
 -- ORMs write back every column they loaded, the token column too: with
 -- fencing.token set, an assignment of the row's own token is no token, and
--- the transaction's token applies (SPEC §2).
+-- the transaction's token applies (docs/design.md).
 
 CREATE TABLE orders (id int PRIMARY KEY, status text, last_fencing_token bigint NOT NULL DEFAULT 0);
 SELECT fencing.protect('orders');

@@ -1,4 +1,4 @@
--- The GC-pause split-brain of SPEC section 0, replayed step by step.
+-- The GC-pause split-brain of docs/design.md, replayed step by step.
 -- A lock manager hands out tokens 33 and 34 (a sequence plays its counter);
 -- the storage is a protected table.  The stale write of the paused worker
 -- must be refused, and the row must keep the newer worker's data.
@@ -59,7 +59,7 @@ DROP SEQUENCE lock_counter;
 CREATE TABLE accounts (id text PRIMARY KEY, balance int NOT NULL);
 SELECT fencing.protect('accounts');
 INSERT INTO accounts VALUES ('order:101', 100, 1);
--- t=0   A acquires the lease on order:101 (TTL 10 s) and gets a token (33 in SPEC).
+-- t=0   A acquires the lease on order:101 (TTL 10 s) and gets a token (33 in docs/design.md).
 SELECT fencing.acquire('order:101', 'worker-a', '1 s') AS token_a \gset
 -- B tries too, but A's lease is live.
 SELECT fencing.acquire('order:101', 'worker-b', '1 s') AS refused;

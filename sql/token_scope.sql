@@ -1,4 +1,4 @@
--- fencing.token is the token of the current transaction only (SPEC §6): a
+-- fencing.token is the token of the current transaction only (docs/design.md): a
 -- value set in one transaction never reaches a write of another, so a pooled
 -- connection cannot hand one client's token to the next client.
 

@@ -352,7 +352,7 @@ bool fenced_update_row(const Write &w, HeapTuple old_row, int64 assigned)
 }
 
 /*
- * The token of an UPDATE that assigns the token column (SPEC §2).  Without
+ * The token of an UPDATE that assigns the token column (docs/design.md).  Without
  * fencing.token it is the assigned value.  With it, the value the row
  * already has is no token (an ORM writes back every column it loaded): the
  * transaction's token applies; the transaction's token is that token; any

@@ -18,7 +18,7 @@ namespace fencing
 /* Name of the guard trigger that fencing.protect() installs. */
 constexpr const char *guard_trigger_name = "fencing_guard";
 
-/* Default token column (SPEC §2) and of unprotected tables used by fenced_update(). */
+/* Default token column (docs/design.md) and of unprotected tables used by fenced_update(). */
 constexpr const char *default_token_column = "last_fencing_token";
 
 /* A table's fencing settings. */

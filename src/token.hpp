@@ -63,7 +63,7 @@ inline const char *mode_name(Mode mode)
 }
 
 /*
- * The token domain, one for every entry point (SPEC §5): a token is a
+ * The token domain, one for every entry point (docs/design.md): a token is a
  * positive bigint, 1 to 2^63 - 1.  A write may present any of them; only
  * fencing.acquire() keeps the tokens it issues lower (src/tokens.cpp).
  *

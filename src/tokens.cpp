@@ -12,7 +12,7 @@
  * history - a promoted asynchronous standby, a point-in-time restore, a
  * restored dump - still issues only tokens above everything issued there, as
  * long as its clock is behind the old server's by less than the margin plus
- * the time between the last lost grant and its first one (README,
+ * the time between the last lost grant and its first one (docs/leases.md,
  * "Durability").
  */
 #include "tokens.hpp"

@@ -196,7 +196,7 @@ def bad_inputs():
 
 @test
 def split_brain():
-    """SPEC section 0 on a distributed table, PostgreSQL leases on the coordinator."""
+    """The split brain of docs/design.md on a distributed table, PostgreSQL leases on the coordinator."""
     q("DROP TABLE IF EXISTS accounts")
     q("CREATE TABLE accounts (id text PRIMARY KEY, status text)")
     q("SELECT create_distributed_table('accounts', 'id')")

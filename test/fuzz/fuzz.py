@@ -48,7 +48,7 @@ INT64_MIN = -9223372036854775808
 # What counts as a clean error.
 # ---------------------------------------------------------------------------
 
-# SQLSTATEs the contract documents (SPEC.md section 5, README "Error codes"
+# SQLSTATEs the contract documents (docs/sql-api.md, "Error codes"
 # and "as PostgreSQL raises them"); all of classes 22 and 23 are accepted too.
 DOCUMENTED = {
     "23T01", "23T02", "22004", "22023", "22P02", "22003", "22007", "22008",
@@ -56,13 +56,13 @@ DOCUMENTED = {
     "42P01", "42809", "42703", "42804", "42501", "0A000", "55000", "P0002",
     "42710", "40001", "40P01", "25P02", "42P07", "42P16",
 }
-# Beyond that list, each justified by SPEC section 5 ("other errors use the
-# standard SQLSTATE") and README ("it is the statement UPDATE t SET ...",
+# Beyond that list, each justified by docs/sql-api.md ("other errors use the
+# standard SQLSTATE") and docs/sql-api.md ("it is the statement UPDATE t SET ...",
 # "a value that does not convert fails with the type's own SQLSTATE"):
 #  428C9 generated_always: changes/DML naming a generated or identity column,
 #        exactly what the equivalent plain UPDATE raises;
 #  42611 invalid_column_definition: protect() on a generated token column
-#        (README: the column must not be generated);
+#        (docs/sql-api.md: the column must not be generated);
 #  42701 duplicate_column: protect() asked to add a token column whose name
 #        is taken by a system column (ctid, xmin ...) or a dropped column;
 #  DML of our own: 54000 (index row too large for a long key), 42P10 and
@@ -2164,7 +2164,7 @@ class Fuzzer:
             self.refresh_family(rel, None)
 
     def gen_session(self):
-        """Session settings that must not change which key a mark belongs to (SPEC section 2)."""
+        """Session settings that must not change which key a mark belongs to (docs/design.md)."""
         r = self.r
         setting = r.choice([
             "DateStyle = %s" % r.choice(["'ISO, DMY'", "'SQL, MDY'", "'SQL, DMY'", "'German'", "'Postgres, YMD'",

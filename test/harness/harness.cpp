@@ -451,7 +451,7 @@ pid_t spawn(void (*body)())
 int scripted()
 {
 	Db db;
-	// Redis' counter has granted 32 tokens on order:101 before today (SPEC 0's
+	// Redis' counter has granted 32 tokens on order:101 before today (docs/design.md's
 	// 33 and 34 come next); PostgreSQL's tokens follow the server clock.
 	if (options.locks == "pg")
 		db.value("DELETE FROM fencing.resources WHERE resource = 'order:101'");
@@ -717,7 +717,7 @@ int chaos()
 			reset_done = true;
 		}
 		if (reset_done && !reseeded && elapsed_ms() > end * 2 / 3) {
-			// The fix (README): reseed each counter above the stored high-water mark.
+			// The fix (docs/drivers.md): reseed each counter above the stored high-water mark.
 			RedisLocks redis;
 			for (int r = 0; r < options.resources; r++)
 				redis.set_counter("res:" + std::to_string(r),

@@ -350,7 +350,8 @@ inline fenced_write(who, t, g, re)
  * A worker: acquire, then write while it believes it holds the lease. Its
  * belief changes only when its heartbeat's renew() fails, which it may not
  * have noticed yet: any gap between two of its steps is a pause, so its next
- * write may come long after the lease expired. SPEC §0 is the interleaving
+ * write may come long after the lease expired. The split brain of
+ * docs/design.md is the interleaving
  *   A acquires (1); A pauses; clock expires A's lease; B acquires (2);
  *   B writes (accepted); A wakes and writes with 1 (refused)
  * (`run --trails` shows it accepted under LOCK_ONLY). A renew() that succeeds

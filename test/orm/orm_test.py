@@ -1,4 +1,4 @@
-"""The GC-pause split brain of SPEC section 0, written with two ORMs.
+"""The GC-pause split brain of docs/design.md, written with two ORMs.
 
 For Django and for SQLAlchemy, the recipe of docs/orms.md (a transaction,
 SET LOCAL fencing.token, load, change, save) runs as two workers:

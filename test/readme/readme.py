@@ -1,5 +1,5 @@
-"""Runs every example in README.md, so that a README example that breaks
-fails the suite.
+"""Runs every example of one document (README.md or a docs/*.md), so that
+an example that breaks fails the suite.  test/readme/run calls it for each.
 
 - ```sql blocks run in order, statement by statement, in one session of a
   fresh database (state carries over from block to block).  A statement
@@ -11,9 +11,15 @@ fails the suite.
   a note if npm cannot reach its registry, instead of failing).
 - ```java blocks are compiled and run with Debian's PgJDBC and Spring JDBC.
 - ```sh and ```text blocks are commands and output shown to the reader (the
-  quick start's commands are what CI runs); they are not run here.
+  quick start's commands are what CI runs); they are not run here.  A block
+  that cannot run on its own (SQL for another setup, such as Citus; a
+  fragment of a program) is therefore marked ```text (or ```sh).
 
-Every block sees PGHOST, PGPORT, PGUSER and PGDATABASE of the README database.
+Every block sees PGHOST, PGPORT, PGUSER and PGDATABASE of the document's
+database.  Usage: readme.py DOCUMENT DATABASE.  Prints "test NAME ... ok" or
+"FAILED", NAME being readme_examples for README.md and docs_<name>_examples
+for docs/<name>.md; a document without sql, python, javascript or java
+blocks prints no test line (README.md must have sql blocks).
 """
 
 import os
@@ -164,11 +170,16 @@ def npm_optional(scratch):
 def main():
     readme, database = sys.argv[1], sys.argv[2]
     text = open(readme).read()
+    base = os.path.basename(readme)
+    is_readme = base == "README.md"
+    label = "README" if is_readme else "docs/" + base
+    test_name = "readme_examples" if is_readme else \
+        "docs_" + re.sub(r"\W", "_", base[:-len(".md")]) + "_examples"
     env = dict(os.environ, PGDATABASE=database)
     failures, counts = [], {}
     with tempfile.TemporaryDirectory() as scratch:
         skip_javascript = False
-        if "```javascript" in text:
+        if re.search(r"^```javascript\n", text, re.M):
             if os.environ.get("FENCING_README_NPM_OPTIONAL"):
                 skip_javascript, failure = npm_optional(scratch)
                 failures += failure
@@ -190,11 +201,14 @@ def main():
                 else:
                     continue
                 counts[kind] = counts.get(kind, 0) + 1
-    print("README blocks run: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    if not counts and not failures and not is_readme:
+        print(f"{label}: no sql, python, javascript or java blocks")
+        return 0
+    print(f"{label} blocks run: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     for failure in failures:
-        print("FAILED:", failure)
-    ok = not failures and counts.get("sql", 0) > 0
-    print(f"test readme_examples ... {'ok' if ok else 'FAILED'}")
+        print(f"FAILED ({label}):", failure)
+    ok = not failures and (counts.get("sql", 0) > 0 or not is_readme)
+    print(f"test {test_name} ... {'ok' if ok else 'FAILED'}")
     return 0 if ok else 1
 
 
