@@ -47,11 +47,24 @@ static const char *token_text(int64 token)
 }
 
 /*
- * 23T01: `target` names what was written in the message ("relation \"t\""),
- * `subject` in DETAIL ("Relation public.t, key (id)=(1)"); `rel` may be NULL.
+ * The fields a driver reads from a refused write: schema, table, the token
+ * column, and the constraint name that tells stale from missing.  Not
+ * errtableconstraint() after errtablecol(): both set schema and table, and
+ * an error's field is set once.
  */
-[[noreturn]] static void stale(Relation rel, const char *target, const char *subject, Mode mode,
-                               int64 presented, int64 stored)
+static int errtokencolumn(Relation rel, AttrNumber token_attnum, const char *constraint)
+{
+	errtablecol(rel, token_attnum);
+	return err_generic_string(PG_DIAG_CONSTRAINT_NAME, constraint);
+}
+
+/*
+ * 23T01: `target` names what was written in the message ("relation \"t\""),
+ * `subject` in DETAIL ("Relation public.t, key (id)=(1)"); `rel` may be NULL
+ * (a resource), and then the error names no table.
+ */
+[[noreturn]] static void stale(Relation rel, AttrNumber token_attnum, const char *target,
+                               const char *subject, Mode mode, int64 presented, int64 stored)
 {
 	ereport(ERROR,
 	        (errcode(ERRCODE_FENCING_STALE_TOKEN),
@@ -60,25 +73,27 @@ static const char *token_text(int64 token)
 	                   presented, token_text(stored), mode_name(mode)),
 	         errhint("A newer lock holder has taken over: stop, roll back, and acquire the lock "
 	                 "again for a new token."),
-	         rel ? errtable(rel) : 0));
+	         rel ? errtokencolumn(rel, token_attnum, FENCING_STALE_CONSTRAINT) : 0));
 	pg_unreachable();
 }
 
-void report_stale(Relation rel, const char *key, Mode mode, int64 presented, int64 stored)
+void report_stale(Relation rel, AttrNumber token_attnum, const char *key, Mode mode,
+                  int64 presented, int64 stored)
 {
 	note_rejection(rel, nullptr, Rejection::stale, key, presented, stored);
-	stale(rel, psprintf("relation \"%s\"", relation_name(rel)), detail_subject(rel, key), mode,
-	      presented, stored);
+	stale(rel, token_attnum, psprintf("relation \"%s\"", relation_name(rel)),
+	      detail_subject(rel, key), mode, presented, stored);
 }
 
 void report_stale_resource(const char *resource, int64 presented, int64 stored)
 {
 	note_rejection(nullptr, resource, Rejection::stale, nullptr, presented, stored);
-	stale(nullptr, psprintf("resource \"%s\"", resource), psprintf("Resource \"%s\"", resource),
-	      Mode::monotonic, presented, stored);
+	stale(nullptr, InvalidAttrNumber, psprintf("resource \"%s\"", resource),
+	      psprintf("Resource \"%s\"", resource), Mode::monotonic, presented, stored);
 }
 
-void report_missing(Relation rel, const char *key, const char *operation, int64 stored)
+void report_missing(Relation rel, AttrNumber token_attnum, const char *key, const char *operation,
+                    int64 stored)
 {
 	note_rejection(rel, nullptr, Rejection::missing, key, 0, stored);
 	ereport(
@@ -91,7 +106,7 @@ void report_missing(Relation rel, const char *key, const char *operation, int64 
 	         ? errhint("Assign the token column in the statement, or run SET LOCAL "
 	                   "fencing.token = <token> in the transaction first.")
 	         : errhint("Run SET LOCAL fencing.token = <token> in the transaction first."),
-	     errtable(rel)));
+	     errtokencolumn(rel, token_attnum, FENCING_MISSING_CONSTRAINT)));
 	pg_unreachable();
 }
 

@@ -17,6 +17,15 @@ extern "C" {
 /* 23T02: a write to a protected table carries no token. */
 #define ERRCODE_FENCING_MISSING_TOKEN MAKE_SQLSTATE('2', '3', 'T', '0', '2')
 
+/*
+ * The constraint names that 23T01 and 23T02 carry (PG_DIAG_CONSTRAINT_NAME),
+ * with the table and the token column: a driver tells a stale write from an
+ * unfenced one by the name, as it tells one unique constraint from another.
+ * They name no catalog object: the rule is the guard's, not a constraint's.
+ */
+#define FENCING_STALE_CONSTRAINT "fencing_stale_token"
+#define FENCING_MISSING_CONSTRAINT "fencing_missing_token"
+
 namespace fencing
 {
 
@@ -27,19 +36,22 @@ constexpr int64 hidden_token = -1;
 extern const char *const all_rows;
 
 /*
- * Raises 23T01 for a write to `rel` (key described by `key`, NULL when the
- * caller may not see it) that presented `presented` against `stored`
- * (hidden_token when the caller may not learn it).
+ * Raises 23T01 for a write to `rel` (token column `token_attnum`, key
+ * described by `key`, NULL when the caller may not see it) that presented
+ * `presented` against `stored` (hidden_token when the caller may not learn it).
  */
-[[noreturn]] void report_stale(Relation rel, const char *key, Mode mode, int64 presented,
-                               int64 stored);
+[[noreturn]] void report_stale(Relation rel, AttrNumber token_attnum, const char *key, Mode mode,
+                               int64 presented, int64 stored);
 
 /* Raises 23T01 for fence() on `resource`. */
 [[noreturn]] void report_stale_resource(const char *resource, int64 presented, int64 stored);
 
-/* Raises 23T02 for an `operation` ("UPDATE", ...) on `rel` that carries no token. */
-[[noreturn]] void report_missing(Relation rel, const char *key, const char *operation,
-                                 int64 stored);
+/*
+ * Raises 23T02 for an `operation` ("UPDATE", ...) on `rel` (token column
+ * `token_attnum`) that carries no token.
+ */
+[[noreturn]] void report_missing(Relation rel, AttrNumber token_attnum, const char *key,
+                                 const char *operation, int64 stored);
 
 /*
  * Raises 22023 for an UPDATE of `rel` (key described by `key`) that assigns

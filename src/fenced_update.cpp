@@ -566,7 +566,8 @@ FENCING_FUNCTION(fenced_update)
 	}
 
 	if (outcome == Outcome::stale && !call.skip_stale)
-		report_stale(call.rel, describe_call_key(call), call.fence.mode, call.token, stored);
+		report_stale(call.rel, call.fence.token_attnum, describe_call_key(call), call.fence.mode,
+		             call.token, stored);
 	if (outcome == Outcome::stale)
 		note_rejection(call.rel, nullptr, Rejection::stale, describe_call_key(call), call.token,
 		               stored);

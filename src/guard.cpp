@@ -241,7 +241,7 @@ int64 token_from_setting(const Write &w, HeapTuple row, const char *operation, i
 {
 	int64 token;
 	if (!session_token(&token))
-		report_missing(w.rel, describe_row(w.rel, row), operation,
+		report_missing(w.rel, w.fence->token_attnum, describe_row(w.rel, row), operation,
 		               shown(w.rel, w.fence->token_attnum, stored));
 	return token;
 }
@@ -250,8 +250,8 @@ int64 token_from_setting(const Write &w, HeapTuple row, const char *operation, i
 void check(const Write &w, HeapTuple row, int64 presented, int64 stored)
 {
 	if (!token_accepts(w.fence->mode, stored, presented))
-		report_stale(w.rel, describe_row(w.rel, row), w.fence->mode, presented,
-		             shown(w.rel, w.fence->token_attnum, stored));
+		report_stale(w.rel, w.fence->token_attnum, describe_row(w.rel, row), w.fence->mode,
+		             presented, shown(w.rel, w.fence->token_attnum, stored));
 	count_accepted(w.info->counter);
 }
 
@@ -477,8 +477,8 @@ Datum guard_new_key(const Write &w)
 	}
 	int64 mark;
 	if (high_water(w, key, &mark) && !token_accepts(w.fence->mode, mark, presented))
-		report_stale(w.rel, describe_row(w.rel, row), w.fence->mode, presented,
-		             shown(w.rel, w.fence->token_attnum, mark));
+		report_stale(w.rel, w.fence->token_attnum, describe_row(w.rel, row), w.fence->mode,
+		             presented, shown(w.rel, w.fence->token_attnum, mark));
 	return PointerGetDatum(nullptr);
 }
 
@@ -516,7 +516,7 @@ Datum guard_truncate(TriggerData *trigger)
 	const char *column =
 	    NameStr(TupleDescAttr(RelationGetDescr(rel), fence.token_attnum - 1)->attname);
 	if (!session_token(&presented))
-		report_missing(rel, all_rows, "TRUNCATE",
+		report_missing(rel, fence.token_attnum, all_rows, "TRUNCATE",
 		               shown(rel, fence.token_attnum,
 		                     distributed ? citus_highest_stored(rel, fence.token_attnum)
 		                                 : highest_stored_token_below(rel, column)));
@@ -524,7 +524,8 @@ Datum guard_truncate(TriggerData *trigger)
 	                           : std::max(highest_stored_token(rel, fence.token_attnum),
 	                                      floor_of(mark_scope(rel)));
 	if (!token_accepts(fence.mode, stored, presented))
-		report_stale(rel, all_rows, fence.mode, presented, shown(rel, fence.token_attnum, stored));
+		report_stale(rel, fence.token_attnum, all_rows, fence.mode, presented,
+		             shown(rel, fence.token_attnum, stored));
 	if (distributed)
 		citus_raise_floor(fence.citus_id, presented);
 	else
