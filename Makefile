@@ -38,7 +38,7 @@ DATA = sql/fencing--$(EXTVERSION).sql sql/fencing--0.2.0.sql sql/fencing--0.1.0.
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
 REGRESS = setup token_scope split_brain guard modes inputs marks lending merge_by_source truncate fenced_update leases fence clock compact \
-	partitioned ddl security plan_cache nested stats stats_2pc token_domain orm_writeback registry ddl_routes
+	partitioned ddl security plan_cache nested stats stats_2pc token_domain orm_writeback registry ddl_routes diagnostics
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 
 # isolation tests: test/isolation/specs/NAME.spec
@@ -107,6 +107,19 @@ format:
 	clang-format -i $(FORMAT_FILES)
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+# `make install`, but each file is replaced by a rename, the library last:
+# a session that loads the module meanwhile reads the old file or the new
+# one, never a half-copied one (docs/operations.md, "Upgrading").
+.PHONY: install-online
+install-online: all
+	rm -rf .stage
+	$(MAKE) -s install DESTDIR=$(CURDIR)/.stage >/dev/null
+	cd .stage && { find . -type f ! -name '*.so'; find . -type f -name '*.so'; } | while read -r f; do \
+		dest=$${f#.}; install -d "$$(dirname "$$dest")"; \
+		cp "$$f" "$$dest.new" && mv -f "$$dest.new" "$$dest" || exit 1; \
+	done
+	rm -rf .stage
 
 # The PGXN distribution: a zip of the committed tree (HEAD) under
 # fencing-$(EXTVERSION)/, as PGXN expects it; build products are not committed.

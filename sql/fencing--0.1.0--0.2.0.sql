@@ -1,6 +1,13 @@
 -- fencing 0.1.0 -> 0.2.0
 \echo Use "ALTER EXTENSION fencing UPDATE TO '0.2.0'" to load this file. \quit
 
+-- Every protected table first (src/upgrade.cpp): running writes finish and
+-- later ones wait for the update, instead of deadlocking with it.
+CREATE FUNCTION fencing._lock_protected_tables() RETURNS void
+AS 'MODULE_PATHNAME', 'lock_protected_tables' LANGUAGE C;
+SELECT fencing._lock_protected_tables();
+DROP FUNCTION fencing._lock_protected_tables();
+
 -- 0.2.0 changes nothing outside the extension's own objects.  0.1.0 added
 -- the module to this database's session_preload_libraries; take that back,
 -- keeping any other entries.

@@ -1,6 +1,13 @@
 -- fencing 0.2.0 -> 0.3.0
 \echo Use "ALTER EXTENSION fencing UPDATE TO '0.3.0'" to load this file. \quit
 
+-- Every protected table first (src/upgrade.cpp): running writes finish and
+-- later ones wait for the update, instead of deadlocking with it.
+CREATE FUNCTION fencing._lock_protected_tables() RETURNS void
+AS 'MODULE_PATHNAME', 'lock_protected_tables' LANGUAGE C;
+SELECT fencing._lock_protected_tables();
+DROP FUNCTION fencing._lock_protected_tables();
+
 -- compact_resources() moves to C (src/compact.cpp): one token domain, and
 -- arithmetic that a fence at 2^63 - 1 cannot overflow.  Its ACL, owner and
 -- comment stay.

@@ -13,6 +13,10 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "access/table.h"
+#include "catalog/pg_trigger.h"
+#include "storage/lmgr.h"
+#include "table.hpp"
 #include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -184,4 +188,39 @@ FENCING_FUNCTION(key_hash_0_1_0)
 	Datum hash = fencing::key_hash_datum(fencing::key_hash(rel, key, values, isnull));
 	relation_close(rel, AccessShareLock);
 	PG_RETURN_DATUM(hash);
+}
+
+/*
+ * fencing._lock_protected_tables(), the first step of every upgrade script:
+ * takes the ACCESS EXCLUSIVE lock of every table whose triggers call
+ * fencing.guard(), in OID order.  A write locks its table and then the
+ * extension's (the guard reads and writes marks); an update changes the
+ * extension's tables and then the guard's triggers.  Taking the tables first
+ * makes the update wait for running writes, and later writes wait for it,
+ * instead of a deadlock that would fail one of them.
+ */
+FENCING_FUNCTION(lock_protected_tables)
+{
+	Oid guard = InvalidOid;
+	List *relids = NIL;
+	Relation triggers = table_open(TriggerRelationId, AccessShareLock);
+	SysScanDesc scan = systable_beginscan(triggers, InvalidOid, false, nullptr, 0, nullptr);
+	for (HeapTuple tuple; HeapTupleIsValid(tuple = systable_getnext(scan));) {
+		auto *form = reinterpret_cast<Form_pg_trigger>(GETSTRUCT(tuple));
+		if (form->tgisinternal || OidIsValid(form->tgparentid))
+			continue;
+		if (form->tgfoid != guard) {
+			if (!fencing::calls_guard(form->tgfoid))
+				continue;
+			guard = form->tgfoid;
+		}
+		relids = list_append_unique_oid(relids, form->tgrelid);
+	}
+	systable_endscan(scan);
+	table_close(triggers, AccessShareLock);
+	list_sort(relids, list_oid_cmp);
+	ListCell *cell;
+	foreach (cell, relids)
+		LockRelationOid(lfirst_oid(cell), AccessExclusiveLock);
+	PG_RETURN_VOID();
 }

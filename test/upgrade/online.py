@@ -1,0 +1,300 @@
+"""An upgrade without an outage, under load (called by test/upgrade/online).
+
+In a fresh database of the running cluster, with the OLD library installed:
+CREATE EXTENSION fencing VERSION <old>, protected tables (one partitioned),
+rows, a deleted key's mark, a lease and a fence.  Then, while writer threads
+keep writing through new and long-lived sessions:
+  1. the new library is installed (--install-new, a shell command);
+  2. with --restart CMD (shared_preload_libraries): the server restarts, the
+     one step preloading needs (connections drop; writers reconnect);
+  3. ALTER EXTENSION fencing UPDATE runs.
+Every operation's outcome is checked against what it must be, before,
+during and after each step: a write with a fresh token succeeds; a stale
+one, an unfenced one and a stale re-insert of a deleted key are refused; a
+fenced_update() with a fresh token returns true; a lease renews.  A session
+opened before the new library was installed (it keeps the old library)
+must refuse every stale and unfenced write to the end; its fresh writes are
+counted apart (docs/operations.md says what they need).  Finally the state
+is checked: the version, the marks, the lease, the fence.
+
+Prints one line per phase with the counts, and
+"test online_upgrade_<old>_<mode> ... ok|FAILED".
+"""
+
+import argparse
+import collections
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+
+REFUSED = {"23T01", "23T02", "FN001", "FN002"}  # 0.1.0's library raised FN001/FN002
+
+
+class Counter:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.token = 1000
+
+    def next(self):
+        with self.lock:
+            self.token += 1
+            return self.token
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.tokens = Counter()
+        self.phase = "old library"
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.counts = collections.Counter()
+        self.failures = []
+        self.old_session = collections.Counter()
+
+    def connect(self):
+        return psycopg.connect(self.args.dsn, autocommit=False)
+
+    def note(self, what, ok, detail=""):
+        with self.lock:
+            self.counts[(self.phase, what, "ok" if ok else "WRONG")] += 1
+            if not ok and len(self.failures) < 20:
+                self.failures.append(f"[{self.phase}] {what}: {detail}")
+
+    def expect_ok(self, conn, what, statements, check=None):
+        try:
+            with conn.cursor() as cur:
+                result = None
+                for sql, params in statements:
+                    cur.execute(sql, params)
+                    if cur.description is not None:
+                        result = cur.fetchone()
+            conn.commit()
+            if check is not None and not check(result):
+                self.note(what, False, f"returned {result}")
+                return
+            self.note(what, True)
+        except psycopg.Error as e:
+            if e.sqlstate is None or conn.closed:  # the connection, not the statement
+                raise
+            conn.rollback()
+            self.note(what, False, f"{e.sqlstate} {str(e).splitlines()[0]}")
+
+    def expect_refused(self, conn, what, statements):
+        try:
+            with conn.cursor() as cur:
+                for sql, params in statements:
+                    cur.execute(sql, params)
+            conn.commit()
+            self.note(what, False, "accepted")
+        except psycopg.Error as e:
+            if e.sqlstate is None or conn.closed:  # the connection, not the statement
+                raise
+            conn.rollback()
+            self.note(what, e.sqlstate in REFUSED, f"{e.sqlstate} {str(e).splitlines()[0]}")
+
+    def round(self, conn, w):
+        """One round of writer w's operations (its own rows: no waits between writers)."""
+        t = self.tokens.next()
+        self.expect_ok(conn, "fresh UPDATE", [("SELECT set_config('fencing.token', %s, true)", (str(t),)),
+                                              ("UPDATE t SET v = v + 1 WHERE id = %s", (w,))])
+        self.expect_ok(conn, "fresh UPDATE (partitioned)",
+                       [("SELECT set_config('fencing.token', %s, true)", (str(self.tokens.next()),)),
+                        ("UPDATE p SET v = v + 1 WHERE id = %s AND zone = 1", (w,))])
+        self.expect_refused(conn, "stale UPDATE", [("SELECT set_config('fencing.token', '5', true)", None),
+                                                   ("UPDATE t SET v = v + 1 WHERE id = %s", (w,))])
+        self.expect_refused(conn, "unfenced UPDATE", [("UPDATE t SET v = v + 1 WHERE id = %s", (w,))])
+        self.expect_refused(conn, "stale re-insert of a deleted key",
+                            [("SELECT set_config('fencing.token', '600', true)", None),
+                             ("INSERT INTO t VALUES (100, 0)", None)])
+        self.expect_ok(conn, "fenced_update() fresh",
+                       [("SELECT fencing.fenced_update('t', %s::jsonb, %s, '{\"v\": 1}')",
+                         (f'{{"id": {w}}}', self.tokens.next()))],
+                       check=lambda r: r is not None and r[0] is True)
+        self.expect_ok(conn, "fenced_update() stale skipped",
+                       [("SELECT fencing.fenced_update('t', %s::jsonb, 5, '{\"v\": 1}', 'skip')",
+                         (f'{{"id": {w}}}',))],
+                       check=lambda r: r is not None and r[0] is False)
+        self.expect_ok(conn, "renew", [("SELECT fencing.renew('lease', 'holder', %s, '1 hour')",
+                                        (self.args_lease,))],
+                       check=lambda r: r is not None and r[0] is True)
+
+    def writer(self, w):
+        conn = None
+        rounds = 0
+        while not self.stop.is_set():
+            try:
+                if conn is None or rounds % 5 == 0:  # new sessions all along
+                    if conn is not None:
+                        conn.close()
+                    conn = self.connect()
+                self.round(conn, w)
+                rounds += 1
+            except psycopg.Error as e:
+                with self.lock:
+                    self.counts[(self.phase, "reconnect", "ok" if self.phase == "restart" else "WRONG")] += 1
+                    if self.phase != "restart" and len(self.failures) < 20:
+                        self.failures.append(f"[{self.phase}] lost connection: {e}")
+                conn = None
+                time.sleep(0.2)
+        if conn is not None:
+            conn.close()
+
+    def old_session_round(self, conn):
+        """The session opened before the new library: refuses to the end; fresh writes counted."""
+        for what, statements in (("stale UPDATE", [("SELECT set_config('fencing.token', '5', true)", None),
+                                                   ("UPDATE t SET v = v + 1 WHERE id = 9", None)]),
+                                 ("unfenced UPDATE", [("UPDATE t SET v = v + 1 WHERE id = 9", None)]),
+                                 ("stale re-insert of a deleted key",
+                                  [("SELECT set_config('fencing.token', '600', true)", None),
+                                   ("INSERT INTO t VALUES (100, 0)", None)])):
+            if self.phase == "updated":
+                # The old library over the new objects: any error refuses (0.1.0's
+                # reads its text-named marks, gone: 42883); counted by SQLSTATE.
+                try:
+                    with conn.cursor() as cur:
+                        for sql, params in statements:
+                            cur.execute(sql, params)
+                    conn.commit()
+                    self.note("old session: " + what, False, "accepted")
+                except psycopg.Error as e:
+                    if e.sqlstate is None or conn.closed:
+                        raise
+                    conn.rollback()
+                    self.note("old session: " + what, True)
+                    self.old_session[(self.phase, f"{what} refused {e.sqlstate}")] += 1
+                continue
+            self.expect_refused(conn, "old session: " + what, statements)
+        self.old_session_fresh(conn, "fresh UPDATE", "UPDATE t SET v = v + 1 WHERE id = 9")
+        self.old_session_fresh(conn, "fresh INSERT of a new key",
+                               f"INSERT INTO t VALUES ({1000 + self.tokens.next()}, 0)")
+
+    def old_session_fresh(self, conn, what, sql):
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT set_config('fencing.token', %s, true)", (str(self.tokens.next()),))
+                cur.execute(sql)
+            conn.commit()
+            self.old_session[(self.phase, f"{what} accepted")] += 1
+        except psycopg.Error as e:
+            if e.sqlstate is None or conn.closed:  # the connection, not the statement
+                raise
+            conn.rollback()
+            self.old_session[(self.phase, f"{what} refused {e.sqlstate}")] += 1
+
+    def setup(self):
+        a = self.args
+        with psycopg.connect(a.dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE EXTENSION fencing VERSION '{a.old}'")
+            conn.execute("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)")
+            conn.execute("SELECT fencing.protect('t')")
+            conn.execute("CREATE TABLE p (id int, zone int, v int NOT NULL, PRIMARY KEY (id, zone))"
+                         " PARTITION BY LIST (zone)")
+            conn.execute("CREATE TABLE p1 PARTITION OF p FOR VALUES IN (1)")
+            conn.execute("SELECT fencing.protect('p')")
+        with self.connect() as conn:
+            conn.execute("SELECT set_config('fencing.token', '500', true)")
+            conn.execute("INSERT INTO t SELECT g, 0 FROM generate_series(1, 9) g")
+            conn.execute("INSERT INTO t VALUES (100, 0)")
+            conn.execute("INSERT INTO p SELECT g, 1, 0 FROM generate_series(1, 9) g")
+            conn.commit()
+            conn.execute("SELECT set_config('fencing.token', '700', true)")
+            conn.execute("DELETE FROM t WHERE id = 100")  # its mark: 700
+            conn.commit()
+            self.args_lease = conn.execute("SELECT fencing.acquire('lease', 'holder', '1 hour')").fetchone()[0]
+            conn.execute("SELECT fencing.fence('fence', 800)")
+            conn.commit()
+
+    def verify(self):
+        with psycopg.connect(self.args.dsn, autocommit=True) as conn:
+            version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'fencing'").fetchone()[0]
+            if version != self.args.new:
+                self.failures.append(f"extension version {version}, not {self.args.new}")
+            try:
+                conn.execute("SELECT fencing.fence('fence', 799)")
+                self.failures.append("fence 799 accepted after fence 800")
+            except psycopg.Error as e:
+                if e.sqlstate != "23T01":
+                    self.failures.append(f"fence 799: {e.sqlstate}")
+            token = conn.execute("SELECT token FROM fencing.resources WHERE resource = 'lease'").fetchone()[0]
+            if token != self.args_lease:
+                self.failures.append(f"lease token {token}, was {self.args_lease}")
+            n = conn.execute("SELECT count(*) FROM fencing.protected_tables").fetchone()[0]
+            if n != 2:
+                self.failures.append(f"{n} protected tables, not 2")
+
+    def main(self):
+        a = self.args
+        self.setup()
+        old = self.connect()  # loads the old library now
+        self.old_session_round(old)
+        threads = [threading.Thread(target=self.writer, args=(w,), daemon=True) for w in range(1, a.writers + 1)]
+        for th in threads:
+            th.start()
+        time.sleep(a.seconds)
+
+        self.phase = "new library installed"
+        subprocess.run(a.install_new, shell=True, check=True)
+        time.sleep(a.seconds)
+        if old is not None:
+            self.old_session_round(old)
+
+        if a.restart:
+            self.phase = "restart"
+            subprocess.run(a.restart, shell=True, check=True)
+            time.sleep(a.seconds)
+            self.phase = "restarted"
+            old = None  # the restart closed it
+            time.sleep(a.seconds)
+
+        self.phase = "during ALTER EXTENSION UPDATE"
+        started = time.monotonic()
+        try:
+            with psycopg.connect(a.dsn, autocommit=True) as conn:
+                conn.execute("ALTER EXTENSION fencing UPDATE")
+        except psycopg.Error as e:
+            self.failures.append(f"ALTER EXTENSION fencing UPDATE failed: {e.sqlstate} {e}")
+        print(f"  ALTER EXTENSION fencing UPDATE took {time.monotonic() - started:.2f} s under load")
+        self.phase = "updated"
+        time.sleep(a.seconds)
+        if old is not None:
+            try:
+                self.old_session_round(old)
+            except psycopg.Error as e:
+                self.failures.append(f"the old session lost its connection: {e}")
+        self.stop.set()
+        for th in threads:
+            th.join()
+        self.verify()
+
+        for (phase, what, verdict), n in sorted(self.counts.items()):
+            print(f"  {phase:32} {what:36} {verdict:5} {n:6}")
+        for (phase, what), n in sorted(self.old_session.items()):
+            print(f"  old session: {phase:28} {what:36} {n:6}")
+        wrong = sum(n for (_, _, verdict), n in self.counts.items() if verdict == "WRONG")
+        ok_updated = sum(n for (phase, _, verdict), n in self.counts.items() if phase == "updated" and verdict == "ok")
+        for f in self.failures:
+            print("  FAILURE:", f)
+        passed = wrong == 0 and not self.failures and ok_updated > 0
+        print(f"test online_upgrade_{a.old}_{'preload' if a.restart else 'unloaded'} ... "
+              f"{'ok' if passed else 'FAILED'}")
+        return 0 if passed else 1
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dsn", required=True)
+    parser.add_argument("--old", required=True)
+    parser.add_argument("--new", required=True)
+    parser.add_argument("--install-new", required=True)
+    parser.add_argument("--restart", default="")
+    parser.add_argument("--writers", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    return Run(parser.parse_args()).main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
