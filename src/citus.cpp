@@ -139,10 +139,12 @@ ProcessUtility_hook_type previous_utility = nullptr;
 /* Hands the transaction's fencing.token to the workers if they do not have it yet. */
 void send_token()
 {
+	if (!citus_loaded())
+		return;
 	int64 token = 0;
 	if (!session_token(&token))
 		token = 0;
-	if (token == sent_token || !citus_loaded())
+	if (token == sent_token)
 		return;
 	if (propagate_set == nullptr)
 		propagate_set = reinterpret_cast<PropagateSet>(

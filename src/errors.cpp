@@ -3,6 +3,7 @@
  */
 #include "errors.hpp"
 #include "citus.hpp"
+#include "settings.hpp"
 #include "stats.hpp"
 
 extern "C" {
@@ -96,12 +97,13 @@ void report_missing(Relation rel, AttrNumber token_attnum, const char *key, cons
                     int64 stored)
 {
 	note_rejection(rel, nullptr, Rejection::missing, key, 0, stored);
+	const char *ignored = ignored_token_note();
 	ereport(
 	    ERROR,
 	    (errcode(ERRCODE_FENCING_MISSING_TOKEN),
 	     errmsg("missing fencing token for %s on relation \"%s\"", operation, relation_name(rel)),
-	     errdetail("%s: no token presented, stored token %s.", detail_subject(rel, key),
-	               token_text(stored)),
+	     errdetail("%s: no token presented, stored token %s.%s%s", detail_subject(rel, key),
+	               token_text(stored), ignored ? " " : "", ignored ? ignored : ""),
 	     strcmp(operation, "UPDATE") == 0 || strcmp(operation, "INSERT") == 0
 	         ? errhint("Assign the token column in the statement, or run SET LOCAL "
 	                   "fencing.token = <token> in the transaction first.")

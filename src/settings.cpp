@@ -11,6 +11,12 @@
  * database default, PGOPTIONS or postgresql.conf - also when RESET brings it
  * back - never counts, and a pooled connection cannot hand one client's
  * token to the next client's write.
+ *
+ * A value set with SET (not LOCAL) or set_config(..., false) stays the
+ * session's after its transaction, shown by SHOW and never used.  So that
+ * nobody is misled by it, the commit of a transaction that leaves one behind
+ * without any write having used it warns (docs/pooling.md), and 23T02 says
+ * why such a value did not count.
  */
 #include "settings.hpp"
 #include "token.hpp"
@@ -22,6 +28,7 @@
 #include "stats.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
@@ -42,6 +49,13 @@ struct TokenValue {
 char *token_text = nullptr;
 TokenValue token_value = {0, false};
 const config_generic *token_setting = nullptr;
+
+/*
+ * Did the current transaction use fencing.token: read it for a write (the
+ * guard), or send it to the workers (Citus)?  Everything that reads it does
+ * so for one of those.
+ */
+bool token_used = false;
 
 /*
  * fencing.token must be empty (unset) or a bigint in the token domain
@@ -92,6 +106,66 @@ const config_generic *find_token_setting()
 	return nullptr;
 }
 
+/*
+ * The value a commit leaves as the session's when this transaction assigned
+ * it with SET (not LOCAL) or set_config(..., false), or nullptr.  Read at
+ * commit, before PostgreSQL pops the setting's stack: its one entry, of
+ * nesting level 1, is GUC_SET when the last assignment was a SET (the value
+ * is the current one) and GUC_SET_LOCAL when a SET LOCAL came after a SET
+ * (the SET's value, the one kept, is the entry's masked value).  RESET and
+ * SET ... TO DEFAULT are SETs too, of a value that is no token.
+ */
+const TokenValue *kept_session_value()
+{
+	const GucStack *entry = token_setting->stack;
+	if (entry == nullptr || entry->prev != nullptr || entry->nest_level != 1)
+		return nullptr;
+	const TokenValue *kept = nullptr;
+	if (entry->state == GUC_SET)
+		kept = &token_value;
+	else if (entry->state == GUC_SET_LOCAL)
+		kept = static_cast<const TokenValue *>(entry->masked.extra);
+	if (kept == nullptr || kept->token <= 0 || !kept->assigned)
+		return nullptr;
+	return kept;
+}
+
+/*
+ * At commit (or PREPARE): a session-level value of fencing.token that no
+ * write of this transaction used will not be used by any later transaction
+ * either.  A WARNING and not an ERROR: a SET that changes nothing should not
+ * break an application that runs it (docs/pooling.md).
+ */
+void warn_unused_session_token(XactEvent event, void *)
+{
+	switch (event) {
+	case XACT_EVENT_COMMIT:
+	case XACT_EVENT_PREPARE:
+		if (!token_used)
+			if (const TokenValue *kept = kept_session_value())
+				ereport(WARNING,
+				        (errmsg("fencing.token " INT64_FORMAT
+				                " is set for the session and will not be used",
+				                kept->token),
+				         errdetail("A fencing token applies only to the transaction that sets "
+				                   "it, and no write of this transaction used it; SET without "
+				                   "LOCAL and set_config(..., false) keep the value for the "
+				                   "session, where no later transaction uses it."),
+				         errhint("Set the token inside the transaction that writes: BEGIN; SET "
+				                 "LOCAL fencing.token = <token>; ...; COMMIT, or "
+				                 "set_config('fencing.token', <token>, true).")));
+		token_used = false;
+		break;
+	case XACT_EVENT_ABORT:
+	case XACT_EVENT_PARALLEL_COMMIT:
+	case XACT_EVENT_PARALLEL_ABORT:
+		token_used = false;
+		break;
+	default:
+		break;
+	}
+}
+
 } // namespace
 
 namespace fencing
@@ -100,7 +174,25 @@ namespace fencing
 bool session_token(int64 *token)
 {
 	*token = token_value.token;
-	return token_value.token > 0 && token_value.assigned && token_setting->stack != nullptr;
+	bool counts = token_value.token > 0 && token_value.assigned && token_setting->stack != nullptr;
+	token_used = token_used || counts;
+	return counts;
+}
+
+const char *ignored_token_note()
+{
+	int64 token;
+	if (token_value.token <= 0 || session_token(&token))
+		return nullptr;
+	if (token_value.assigned)
+		return psprintf("fencing.token is " INT64_FORMAT ", set for the session by an earlier "
+		                "transaction (SET without LOCAL, or set_config(..., false)): it is not "
+		                "used, a token counts only in the transaction that sets it.",
+		                token_value.token);
+	return psprintf("fencing.token is " INT64_FORMAT ", a default (role or database setting, "
+	                "connection options or server configuration): it is not used, a token "
+	                "counts only in the transaction that sets it.",
+	                token_value.token);
 }
 
 } // namespace fencing
@@ -114,6 +206,7 @@ extern "C" void _PG_init(void)
 		    "<token>, or set_config('fencing.token', <token>, true).",
 		    &token_text, "", PGC_USERSET, 0, check_token, assign_token, nullptr);
 		token_setting = find_token_setting();
+		RegisterXactCallback(warn_unused_session_token, nullptr);
 		fencing::define_token_settings();
 		fencing::install_merge_check();
 		fencing::install_citus_support();
