@@ -732,9 +732,12 @@ def check(audit, log, final, stats):
         else:
             known = max([tok for kk, tok in seen.items() if kk[0] == t] + [0])
             known = max([known] + [tok for (tt, _), tok in floors.items() if tt == t])
-        known = max(known, floors.get((t, None), 0), compacted.get(t, 0), st.own, own_floor.get(id(st), 0))
+        known = max(known, floors.get((t, None), 0), compacted.get(t, 0), st.own)
         if stored <= known:
             stats["refusals predicted"] += 1
+        elif stored <= own_floor.get(id(st), 0):
+            stats["refusals predicted"] += 1
+            stats["refusals by its own DETACH"] += 1
         elif presented <= allowed.get(t, 0):
             stats["refusals DDL-conservative"] += 1
         else:

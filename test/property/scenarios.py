@@ -122,7 +122,8 @@ def main():
         ok &= expect(name, bool(refused.own_detaches), "the session did not note the transaction's DETACH")
         notes = [row for row in audit if row["op"] == "DETACH"]
         ok &= expect(name, len(notes) == (1 if savepoint else 0), f"DETACH notes in the log: {len(notes)}")
-        ok &= expect(name, not violations and stats["refusals predicted"] == 1,
+        ok &= expect(name, not violations and stats["refusals predicted"] == 1
+                     and stats["refusals by its own DETACH"] == (0 if savepoint else 1),
                      f"the checker: {violations}, {dict(stats)}")
         if not savepoint:
             # The control: without the transaction's own DETACH the refusal is unexplained.
