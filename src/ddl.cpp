@@ -412,6 +412,27 @@ void complete_guards_near(Relation rel, bool triggers_only)
 	}
 }
 
+/*
+ * Partitions of `relid` registered on their own (protected once, or detached
+ * and attached again) keep marks made under their key identity then: each
+ * whose identity changed gets its floor, like the table, and the registry
+ * its new identity.  The marks made from then on are under that identity, so
+ * a later DDL on the partition (ATTACH, protect()) finds it unchanged.
+ */
+void follow_partition_identities(Oid relid)
+{
+	ListCell *cell;
+	foreach (cell, find_all_inheritors(relid, NoLock, nullptr)) {
+		Registration own;
+		if (lfirst_oid(cell) == relid || !registration_of(lfirst_oid(cell), &own))
+			continue;
+		Relation part = relation_open(lfirst_oid(cell), AccessShareLock);
+		if (!identity_unchanged(part))
+			(void)record_registration(part, NameStr(own.token_column), own.mode, own.is_protected);
+		relation_close(part, NoLock);
+	}
+}
+
 /* What DDL may not do to a protected table, and what it must follow. */
 void check_guarded(Relation rel, const Collected &collected)
 {
@@ -477,11 +498,14 @@ void check_guarded(Relation rel, const Collected &collected)
 	 * of a protected table follows the new key (and refuses one it cannot
 	 * mark), and the floor for new keys rises above the marks the new
 	 * identity cannot find.  A partition (a table attached with marks made
-	 * under another key) gets its own floor, which its rows' new keys follow.
+	 * under another key) gets its own floor, which its rows' new keys follow;
+	 * so do the table's partitions registered on their own, whose key
+	 * changed with the table's.
 	 */
 	if (registration.relid == relid) {
 		call_with_settings("_protect", relid, column, registration.mode);
 		guard_truncate_tree(registration);
+		follow_partition_identities(relid);
 	}
 	(void)record_registration(rel, column, registration.mode, registration.relid == relid);
 }
@@ -820,21 +844,7 @@ FENCING_FUNCTION(protect)
 	made.mode = mode;
 	made.is_protected = true;
 	guard_truncate_tree(made);
-	/*
-	 * Partitions registered on their own (protected once, or detached and
-	 * attached again) keep marks made under their key identity then: each
-	 * whose identity changed gets its floor, like the table.
-	 */
-	ListCell *cell;
-	foreach (cell, find_all_inheritors(relid, NoLock, nullptr)) {
-		Registration own;
-		if (lfirst_oid(cell) == relid || !registration_of(lfirst_oid(cell), &own))
-			continue;
-		Relation part = relation_open(lfirst_oid(cell), AccessShareLock);
-		if (!identity_unchanged(part))
-			(void)record_registration(part, NameStr(own.token_column), own.mode, own.is_protected);
-		relation_close(part, NoLock);
-	}
+	follow_partition_identities(relid);
 	rel = relation_open(relid, AccessShareLock);
 	(void)record_registration(rel, column, mode, true);
 	relation_close(rel, NoLock);

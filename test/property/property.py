@@ -211,6 +211,10 @@ class Statement:
         self.detail = None  # DETAIL of its error
         self.hi = None  # the log's sequence after its transaction: it ran before this
         self.own = 0  # the highest token its transaction presented (its own writes)
+        # The log's sequence right after each DETACH/ATTACH its transaction ran before it
+        # (under that DDL's lock): the floor that DETACH left is the transaction's own,
+        # and goes with the note if the transaction rolls back.
+        self.own_detaches = []
 
 
 class Generator:
@@ -562,6 +566,7 @@ class Session(threading.Thread):
         conn.execute("BEGIN" + level)
         txn_token = None
         refused = []
+        detaches = []  # the log's sequence after each DETACH/ATTACH of this transaction
         try:
             if r.random() < 0.15:
                 conn.execute("SET LOCAL ROLE fencing_property_rls")
@@ -586,9 +591,14 @@ class Session(threading.Thread):
                     if savepoint and r.random() < 0.5:
                         conn.execute("ROLLBACK TO SAVEPOINT s")
                         st.outcome = "rolled back"
+                    elif st.kind == "ddl":
+                        # It holds the table's lock: every write of the table before it is
+                        # logged at or below this, every one after it above.
+                        detaches.append(self.high_seq(conn))
                 except psycopg.Error as e:
                     st.outcome = e.sqlstate or "?"
                     st.detail = e.diag.message_detail
+                    st.own_detaches = list(detaches)
                     with self.clock.lock:
                         st.own = max(self.live, default=0)
                     refused.append(st)
@@ -672,6 +682,17 @@ def check(audit, log, final, stats):
     refusals = sorted((st for st in log.values() if st.outcome in ("23T01", "23T02") and st.hi is not None),
                       key=lambda st: st.hi)
     pending = collections.deque(refusals)
+    # A DETACH/ATTACH in a write transaction, then a refusal in it: the floor that
+    # DETACH left the table applies to the refusal, whether or not the transaction
+    # (and with it the DETACH's note) was committed.  Worked out at the DETACH's place.
+    own_detaches = collections.deque(sorted(((seq, st) for st in refusals for seq in st.own_detaches),
+                                            key=lambda pair: pair[0]))
+    own_floor = {}  # statement -> the highest floor its transaction's own DETACHes left
+
+    def detach_floor(t, zone):
+        """The floor a DETACH of the partition of `zone` leaves the table (see the DETACH event)."""
+        taken = [tok for key, tok in rows.items() if key[0] == t and key[2] == zone]
+        return max(taken + [floors.get((t, zone), 0), floors.get((t, None), 0), compacted.get(t, 0)])
 
     def explain(st):
         if st.outcome == "23T02":
@@ -714,6 +735,9 @@ def check(audit, log, final, stats):
         known = max(known, floors.get((t, None), 0), compacted.get(t, 0), st.own)
         if stored <= known:
             stats["refusals predicted"] += 1
+        elif stored <= own_floor.get(id(st), 0):
+            stats["refusals predicted"] += 1
+            stats["refusals by its own DETACH"] += 1
         elif presented <= allowed.get(t, 0):
             stats["refusals DDL-conservative"] += 1
         else:
@@ -722,7 +746,13 @@ def check(audit, log, final, stats):
                               f"{allowed.get(t, 0)}\n    statement: {st.sql} (fencing.token {st.txn_token})"
                               f"\n    DETAIL: {st.detail}" + history(t, key))
 
+    def own_detach(st):
+        if protected["parted"]:
+            own_floor[id(st)] = max(own_floor.get(id(st), 0), detach_floor("parted", 2))
+
     for row in audit:
+        while own_detaches and own_detaches[0][0] < row["seq"]:
+            own_detach(own_detaches.popleft()[1])
         while pending and pending[0].hi < row["seq"]:
             explain(pending.popleft())
         st = log.get(row["stmt"])
@@ -742,10 +772,7 @@ def check(audit, log, final, stats):
             elif op == "COMPACT":
                 compacted[t] = max(compacted.get(t, 0), row["new_token"])
             elif op == "DETACH" and protected[t]:
-                zone = int(row["info"])
-                taken = [tok for key, tok in rows.items() if key[0] == t and key[2] == zone]
-                floor = max(taken + [floors.get((t, zone), 0), floors.get((t, None), 0), compacted.get(t, 0)])
-                floors[(t, None)] = max(floors.get((t, None), 0), floor)
+                floors[(t, None)] = max(floors.get((t, None), 0), detach_floor(t, int(row["info"])))
             info = f" {row['info']}" if row["info"] else ""
             token = f" {row['new_token']}" if row["new_token"] else ""
             trail.append((seq, t, None, f"{row['stmt']:>8} {op}{info}{token}"
@@ -835,6 +862,8 @@ def check(audit, log, final, stats):
             if not bar_rule(mode, presented, new_key_bar(new_key)):
                 fail(row, f"stale INSERT: {presented} after {new_key_bar(new_key)}", new_key)
         store(new_key, presented)
+    while own_detaches:
+        own_detach(own_detaches.popleft()[1])
     while pending:
         explain(pending.popleft())
     # The tables hold exactly the rows the log says, each with its key's last token.
@@ -845,6 +874,20 @@ def check(audit, log, final, stats):
         if key in rows and token != rows[key]:
             violations.append(f"row {key} holds token {token}, its last accepted write was {rows[key]}")
     return violations
+
+
+def collect(dsn):
+    """The log of accepted writes and DDL, and the rows the tables hold: check()'s input."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute("SELECT * FROM prop.audit ORDER BY seq")
+        names = [d.name for d in cur.description]
+        audit = [dict(zip(names, r)) for r in cur.fetchall()]
+        final = {}
+        for t in TABLES:
+            zone = "zone" if t == "parted" else "NULL::int"
+            for k, z, tok in conn.execute(f"SELECT k, {zone}, last_fencing_token FROM prop.{t}"):
+                final[(t, int(k), z)] = tok  # k may be numeric after a type change
+    return audit, final
 
 
 def main():
@@ -881,15 +924,7 @@ def main():
             s.join()
 
     failures = [f for s in sessions for f in s.failures]
-    with psycopg.connect(args.dsn, autocommit=True) as conn:
-        cur = conn.execute("SELECT * FROM prop.audit ORDER BY seq")
-        names = [d.name for d in cur.description]
-        audit = [dict(zip(names, r)) for r in cur.fetchall()]
-        final = {}
-        for t in TABLES:
-            zone = "zone" if t == "parted" else "NULL::int"
-            for k, z, tok in conn.execute(f"SELECT k, {zone}, last_fencing_token FROM prop.{t}"):
-                final[(t, int(k), z)] = tok  # k may be numeric after a type change
+    audit, final = collect(args.dsn)
     stats = collections.Counter()
     violations = check(audit, log, final, stats)
 
