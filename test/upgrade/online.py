@@ -48,7 +48,7 @@ class Run:
     def __init__(self, args):
         self.args = args
         self.tokens = Counter()
-        self.phase = "old library"
+        self.phase = "old library" if args.install_new else "current library, old objects"
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.counts = collections.Counter()
@@ -236,11 +236,12 @@ class Run:
             th.start()
         time.sleep(a.seconds)
 
-        self.phase = "new library installed"
-        subprocess.run(a.install_new, shell=True, check=True)
-        time.sleep(a.seconds)
-        if old is not None:
-            self.old_session_round(old)
+        if a.install_new:
+            self.phase = "new library installed"
+            subprocess.run(a.install_new, shell=True, check=True)
+            time.sleep(a.seconds)
+            if old is not None:
+                self.old_session_round(old)
 
         if a.restart:
             self.phase = "restart"
@@ -279,7 +280,8 @@ class Run:
         for f in self.failures:
             print("  FAILURE:", f)
         passed = wrong == 0 and not self.failures and ok_updated > 0
-        print(f"test online_upgrade_{a.old}_{'preload' if a.restart else 'unloaded'} ... "
+        mode = "preload" if a.restart else "unloaded" if a.install_new else "current_library"
+        print(f"test online_upgrade_{a.old.replace('.', '_')}_{mode} ... "
               f"{'ok' if passed else 'FAILED'}")
         return 0 if passed else 1
 
@@ -289,7 +291,8 @@ def main():
     parser.add_argument("--dsn", required=True)
     parser.add_argument("--old", required=True)
     parser.add_argument("--new", required=True)
-    parser.add_argument("--install-new", required=True)
+    parser.add_argument("--install-new", default="",
+                        help="shell command installing the new library; empty: it is installed already")
     parser.add_argument("--restart", default="")
     parser.add_argument("--writers", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0)
