@@ -1,6 +1,6 @@
 -- A session-level fencing.token (SET without LOCAL, SET SESSION,
 -- set_config(..., false)) outlives its transaction as the session's value,
--- shown by SHOW, and no later transaction uses it (SPEC §6): behind a
+-- shown by SHOW, and no later transaction uses it (docs/sql-api.md, "Settings"): behind a
 -- transaction pooler, the next write fails with 23T02.  So it is loud: the
 -- commit of a transaction that leaves one behind, unused by any of its
 -- writes, warns; and 23T02 says why such a value did not count.
@@ -51,7 +51,7 @@ SHOW fencing.token;
 
 -- No warning where the value is used, rolled back, not a token, or not a
 -- session value.
--- SET inside BEGIN ... COMMIT applies to that transaction's writes (SPEC §6):
+-- SET inside BEGIN ... COMMIT applies to that transaction's writes (docs/sql-api.md, "Settings"):
 -- no warning, although the value stays for the session ...
 BEGIN;
 SET fencing.token = 20;
