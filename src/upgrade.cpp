@@ -10,6 +10,7 @@
  */
 #include "keys.hpp"
 #include "compat.hpp"
+#include "rights.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -65,7 +66,8 @@ Datum normalized_0_1_0(Oid type, Datum value)
 
 /*
  * Reads 0.1.0 key texts back into values, inside a subtransaction: a key
- * whose column changed type since may not read back.  False then.
+ * whose column changed type since may not read back.  False then.  Run as
+ * the table's owner (key_hash_0_1_0): a domain's input runs its CHECKs.
  */
 bool read_key(Relation rel, const fencing::KeyColumns &key, Datum *texts, Datum *values)
 {
@@ -177,8 +179,15 @@ FENCING_FUNCTION(key_hash_0_1_0)
 	for (int i = 0; ok && i < n; i++)
 		ok = !nulls[i];
 	if (ok) {
+		/*
+		 * Input functions can run the table owner's code (a domain's CHECK
+		 * constraints): as the owner, never as the superuser running the
+		 * update (SPEC section 7).
+		 */
 		int level = use_0_1_0_styles();
+		fencing::Rights saved = fencing::become(fencing::relation_owner(RelationGetRelid(rel)));
 		ok = read_key(rel, key, texts, values);
+		fencing::restore(saved);
 		AtEOXact_GUC(true, level);
 	}
 	if (!ok) {
