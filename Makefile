@@ -108,16 +108,18 @@ format:
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
-# `make install`, but each file is replaced by a rename, the library last:
-# a session that loads the module meanwhile reads the old file or the new
-# one, never a half-copied one (docs/operations.md, "Upgrading").
+# `make install`, but each file is replaced by a rename (modes kept), the
+# library first (it serves every older release's objects; new SQL files
+# beside the old library would not work): a session that loads the module
+# meanwhile reads the old file or the new one, never a half-copied one
+# (docs/operations.md, "Upgrading").
 .PHONY: install-online
 install-online: all
 	rm -rf .stage
 	$(MAKE) -s install DESTDIR=$(CURDIR)/.stage >/dev/null
-	cd .stage && { find . -type f ! -name '*.so'; find . -type f -name '*.so'; } | while read -r f; do \
+	cd .stage && { find . -type f -name '*.so'; find . -type f ! -name '*.so'; } | while read -r f; do \
 		dest=$${f#.}; install -d "$$(dirname "$$dest")"; \
-		cp "$$f" "$$dest.new" && mv -f "$$dest.new" "$$dest" || exit 1; \
+		cp -p "$$f" "$$dest.new" && mv -f "$$dest.new" "$$dest" || { rm -f "$$dest.new"; exit 1; }; \
 	done
 	rm -rf .stage
 

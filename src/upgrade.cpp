@@ -10,11 +10,13 @@
  */
 #include "keys.hpp"
 #include "compat.hpp"
+#include "rights.hpp"
 
 extern "C" {
 #include "access/genam.h"
 #include "access/table.h"
 #include "catalog/pg_trigger.h"
+#include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "table.hpp"
 #include "access/relation.h"
@@ -65,7 +67,8 @@ Datum normalized_0_1_0(Oid type, Datum value)
 
 /*
  * Reads 0.1.0 key texts back into values, inside a subtransaction: a key
- * whose column changed type since may not read back.  False then.
+ * whose column changed type since may not read back.  False then.  Run as
+ * the table's owner (key_hash_0_1_0): a domain's input runs its CHECKs.
  */
 bool read_key(Relation rel, const fencing::KeyColumns &key, Datum *texts, Datum *values)
 {
@@ -177,8 +180,15 @@ FENCING_FUNCTION(key_hash_0_1_0)
 	for (int i = 0; ok && i < n; i++)
 		ok = !nulls[i];
 	if (ok) {
+		/*
+		 * Input functions can run the table owner's code (a domain's CHECK
+		 * constraints): as the owner, never as the superuser running the
+		 * update (SPEC section 7).
+		 */
 		int level = use_0_1_0_styles();
+		fencing::Rights saved = fencing::become(fencing::relation_owner(RelationGetRelid(rel)));
 		ok = read_key(rel, key, texts, values);
+		fencing::restore(saved);
 		AtEOXact_GUC(true, level);
 	}
 	if (!ok) {
@@ -193,11 +203,17 @@ FENCING_FUNCTION(key_hash_0_1_0)
 /*
  * fencing._lock_protected_tables(), the first step of every upgrade script:
  * takes the ACCESS EXCLUSIVE lock of every table whose triggers call
- * fencing.guard(), in OID order.  A write locks its table and then the
- * extension's (the guard reads and writes marks); an update changes the
- * extension's tables and then the guard's triggers.  Taking the tables first
- * makes the update wait for running writes, and later writes wait for it,
- * instead of a deadlock that would fail one of them.
+ * fencing.guard().  A write locks its table and then the extension's (the
+ * guard reads and writes marks); an update changes the extension's tables
+ * and then the guard's triggers.  Taking the tables first makes the update
+ * wait for running writes, and later writes wait for it, instead of a
+ * deadlock between them.  It never waits while holding another table: it
+ * takes the others without waiting, and when one is busy it lets go of all
+ * and waits for that one alone (then keeps it).  So a transaction that holds
+ * one protected table stalls no other, and one that writes two cannot
+ * deadlock with it.  Only after many rounds (tables kept busy in turn) does
+ * it wait in OID order while holding the rest; lock_timeout bounds every
+ * wait.
  */
 FENCING_FUNCTION(lock_protected_tables)
 {
@@ -219,8 +235,38 @@ FENCING_FUNCTION(lock_protected_tables)
 	systable_endscan(scan);
 	table_close(triggers, AccessShareLock);
 	list_sort(relids, list_oid_cmp);
+	constexpr int rounds = 100;
+	Oid held = InvalidOid; /* the one waited for, kept */
 	ListCell *cell;
-	foreach (cell, relids)
-		LockRelationOid(lfirst_oid(cell), AccessExclusiveLock);
+	for (int round = 0;; round++) {
+		if (round == rounds) {
+			foreach (cell, relids)
+				if (lfirst_oid(cell) != held)
+					LockRelationOid(lfirst_oid(cell), AccessExclusiveLock);
+			break;
+		}
+		Oid busy = InvalidOid;
+		List *taken = NIL;
+		foreach (cell, relids) {
+			Oid relid = lfirst_oid(cell);
+			if (relid == held)
+				continue;
+			if (!ConditionalLockRelationOid(relid, AccessExclusiveLock)) {
+				busy = relid;
+				break;
+			}
+			taken = lappend_oid(taken, relid);
+		}
+		if (!OidIsValid(busy))
+			break;
+		foreach (cell, taken)
+			UnlockRelationOid(lfirst_oid(cell), AccessExclusiveLock);
+		if (OidIsValid(held))
+			UnlockRelationOid(held, AccessExclusiveLock);
+		list_free(taken);
+		CHECK_FOR_INTERRUPTS();
+		LockRelationOid(busy, AccessExclusiveLock);
+		held = busy;
+	}
 	PG_RETURN_VOID();
 }

@@ -223,6 +223,67 @@ class Run:
             self.args_lease = conn.execute("SELECT fencing.acquire('lease', 'holder', '1 hour')").fetchone()[0]
             conn.execute("SELECT fencing.fence('fence', 800)")
             conn.commit()
+        self.setup_owner()
+
+    # An ordinary role's table keyed by its own domain, with a mark: from
+    # 0.1.0, the update reads the mark's key text back with the domain's
+    # input, which runs its CHECK; that must run as the table's owner, never
+    # as the superuser running the update (SPEC section 7).
+    OWNER = "fencing_online_owner"
+
+    def setup_owner(self):
+        o = self.OWNER
+        with psycopg.connect(self.args.dsn, autocommit=True) as conn:
+            conn.execute(f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{o}')"
+                         f" THEN CREATE ROLE {o}; END IF; END $$")
+            conn.execute(f"ALTER ROLE {o} NOSUPERUSER")
+            conn.execute(f"GRANT USAGE ON SCHEMA fencing TO {o}")
+            conn.execute(f"CREATE SCHEMA o AUTHORIZATION {o}")
+            conn.execute(f"SET ROLE {o}")
+            conn.execute("CREATE DOMAIN o.k AS integer")
+            conn.execute("CREATE TABLE o.t (id o.k PRIMARY KEY, v int NOT NULL)")
+            conn.execute("SELECT fencing.protect('o.t')")
+            conn.execute("CREATE TABLE o.ran_as (role name)")
+            conn.execute("BEGIN")
+            conn.execute("SELECT set_config('fencing.token', '500', true)")
+            conn.execute("INSERT INTO o.t VALUES (1, 0)")
+            conn.execute("COMMIT")
+            conn.execute("BEGIN")
+            conn.execute("SELECT set_config('fencing.token', '700', true)")
+            conn.execute("DELETE FROM o.t WHERE id = 1")  # its mark: 700
+            conn.execute("COMMIT")
+            conn.execute(f"""CREATE FUNCTION o.check_key(integer) RETURNS boolean LANGUAGE plpgsql AS $f$
+                BEGIN
+                    INSERT INTO o.ran_as VALUES (current_user);
+                    IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+                        EXECUTE 'ALTER ROLE {o} SUPERUSER';
+                    END IF;
+                    RETURN true;
+                END $f$""")
+            conn.execute("ALTER DOMAIN o.k ADD CONSTRAINT k_check CHECK (o.check_key(VALUE))")
+            conn.execute("RESET ROLE")
+
+    def verify_owner(self):
+        o = self.OWNER
+        with psycopg.connect(self.args.dsn, autocommit=True) as conn:
+            if conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (o,)).fetchone()[0]:
+                self.failures.append(f"{o} became a superuser: its domain CHECK ran as the update's role")
+            ran_as = [r[0] for r in conn.execute("SELECT DISTINCT role FROM o.ran_as").fetchall()]
+            if any(r != o for r in ran_as):
+                self.failures.append(f"a domain CHECK of {o} ran as {ran_as}")
+            try:
+                conn.execute("BEGIN")
+                conn.execute(f"SET LOCAL ROLE {o}")
+                conn.execute("SELECT set_config('fencing.token', '600', true)")
+                conn.execute("INSERT INTO o.t VALUES (1, 0)")
+                self.failures.append(f"stale re-insert into {o}'s table accepted: its mark was lost")
+            except psycopg.Error as e:
+                if e.sqlstate != "23T01":
+                    self.failures.append(f"stale re-insert into {o}'s table: {e.sqlstate} {e}")
+            finally:
+                conn.execute("ROLLBACK")
+            conn.execute(f"DROP OWNED BY {o}")
+            conn.execute(f"DROP ROLE {o}")
 
     def verify(self):
         with psycopg.connect(self.args.dsn, autocommit=True) as conn:
@@ -239,8 +300,9 @@ class Run:
             if token != self.args_lease:
                 self.failures.append(f"lease token {token}, was {self.args_lease}")
             n = conn.execute("SELECT count(*) FROM fencing.protected_tables").fetchone()[0]
-            if n != 3:
-                self.failures.append(f"{n} protected tables, not 3")
+            if n != 4:
+                self.failures.append(f"{n} protected tables, not 4")
+        self.verify_owner()
 
     def main(self):
         a = self.args
