@@ -118,6 +118,13 @@ class Run:
                        [("SELECT fencing.fenced_update('t', %s::jsonb, 5, '{\"v\": 1}', 'skip')",
                          (f'{{"id": {w}}}',))],
                        check=lambda r: r is not None and r[0] is False)
+        if self.floors:
+            self.expect_refused(conn, "stale INSERT below a TRUNCATE floor",
+                                [("SELECT set_config('fencing.token', '600', true)", None),
+                                 ("INSERT INTO tr VALUES (%s, 0)", (1000 + t,))])
+            self.expect_ok(conn, "fresh INSERT above a TRUNCATE floor",
+                           [("SELECT set_config('fencing.token', %s, true)", (str(self.tokens.next()),)),
+                            ("INSERT INTO tr VALUES (%s, 0)", (1000 + t,))])
         self.expect_ok(conn, "renew", [("SELECT fencing.renew('lease', 'holder', %s, '1 hour')",
                                         (self.args_lease,))],
                        check=lambda r: r is not None and r[0] is True)
@@ -195,6 +202,10 @@ class Run:
                          " PARTITION BY LIST (zone)")
             conn.execute("CREATE TABLE p1 PARTITION OF p FOR VALUES IN (1)")
             conn.execute("SELECT fencing.protect('p')")
+            conn.execute("CREATE TABLE tr (id int PRIMARY KEY, v int NOT NULL)")
+            conn.execute("SELECT fencing.protect('tr')")
+            # 0.1.0 kept no floors and did not guard TRUNCATE (docs/operations.md).
+            self.floors = a.old != "0.1.0"
         with self.connect() as conn:
             conn.execute("SELECT set_config('fencing.token', '500', true)")
             conn.execute("INSERT INTO t SELECT g, 0 FROM generate_series(1, 9) g")
@@ -203,7 +214,12 @@ class Run:
             conn.commit()
             conn.execute("SELECT set_config('fencing.token', '700', true)")
             conn.execute("DELETE FROM t WHERE id = 100")  # its mark: 700
+            conn.execute("INSERT INTO tr VALUES (1, 0)")
             conn.commit()
+            if self.floors:
+                conn.execute("SELECT set_config('fencing.token', '750', true)")
+                conn.execute("TRUNCATE tr")  # a floor for new keys: 750
+                conn.commit()
             self.args_lease = conn.execute("SELECT fencing.acquire('lease', 'holder', '1 hour')").fetchone()[0]
             conn.execute("SELECT fencing.fence('fence', 800)")
             conn.commit()
@@ -223,8 +239,8 @@ class Run:
             if token != self.args_lease:
                 self.failures.append(f"lease token {token}, was {self.args_lease}")
             n = conn.execute("SELECT count(*) FROM fencing.protected_tables").fetchone()[0]
-            if n != 2:
-                self.failures.append(f"{n} protected tables, not 2")
+            if n != 3:
+                self.failures.append(f"{n} protected tables, not 3")
 
     def main(self):
         a = self.args
