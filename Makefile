@@ -33,8 +33,18 @@ OBJS = \
 # Every released version's full script (CREATE EXTENSION fencing VERSION '0.1.0'
 # works with the current library, which serves every release's objects until
 # ALTER EXTENSION fencing UPDATE), and an upgrade script from each to the next.
-DATA = sql/fencing--$(EXTVERSION).sql sql/fencing--0.2.0.sql sql/fencing--0.1.0.sql \
-	sql/fencing--0.1.0--0.2.0.sql sql/fencing--0.2.0--0.3.0.sql
+# The SQL is written once (docs/testing.md, "Where the SQL lives"): the
+# release's install script is built from SQL_SOURCES, in this order (tables
+# before what reads them, views after the functions, event triggers last);
+# each upgrade script in UPGRADES from its hand-written part
+# sql/upgrade/A--B.sql, whose lines "--@include sql/src/FILE" bring in the
+# definitions.  Built scripts are not committed; those of released versions
+# before 0.3.0 ship as they were written.
+SQL_SOURCES = $(addprefix sql/src/,prologue.sql tables.sql registry.sql guard.sql protect.sql \
+	citus.sql ddl.sql leases.sql stats.sql compact.sql views.sql event_triggers.sql)
+UPGRADES = 0.2.0--0.3.0
+DATA = sql/fencing--0.2.0.sql sql/fencing--0.1.0.sql sql/fencing--0.1.0--0.2.0.sql
+DATA_built = sql/fencing--$(EXTVERSION).sql $(UPGRADES:%=sql/fencing--%.sql)
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
 REGRESS = setup partition_identity token_scope split_brain guard modes inputs marks lending merge_by_source truncate fenced_update leases fence clock compact \
@@ -64,6 +74,17 @@ SHLIB_LINK = -lstdc++
 override with_llvm = no
 
 include $(PGXS)
+
+# The SQL scripts: files concatenated (a blank line between two), each line
+# "--@include FILE" replaced by FILE.  `make clean` removes them (DATA_built).
+SQL_ASSEMBLE = awk 'FNR == 1 && NR > 1 { print "" } \
+	$$1 == "--@include" { while ((r = (getline line <$$2)) > 0) print line; \
+		if (r < 0) { print "cannot read " $$2 >"/dev/stderr"; exit 1 } close($$2); next } \
+	{ print }'
+sql/fencing--$(EXTVERSION).sql: $(SQL_SOURCES)
+	$(SQL_ASSEMBLE) $^ >$@ || { rm -f $@; exit 1; }
+$(UPGRADES:%=sql/fencing--%.sql): sql/fencing--%.sql: sql/upgrade/%.sql $(SQL_SOURCES)
+	$(SQL_ASSEMBLE) $< >$@ || { rm -f $@; exit 1; }
 
 # PGXS tracks no header dependencies: every object depends on every header
 # (a struct that grows must not leave stale objects behind).

@@ -1,11 +1,13 @@
 -- The extension's objects, as a text listing to compare a fresh install with
--- an upgraded one: functions (signature, body digest, settings, rights,
+-- an upgraded one: functions (signature, body digest, digest of the whole
+-- definition with argument names, defaults, volatility ..., settings, rights,
 -- comment), relations (columns, rights, comment), event triggers, and the
 -- tables pg_dump dumps with the extension.
 SELECT 'function ' || p.oid::regprocedure || ' returns ' || pg_get_function_result(p.oid)
        || ' lang ' || l.lanname || ' definer ' || p.prosecdef
        || ' config ' || coalesce(array_to_string(p.proconfig, ','), '')
        || ' body ' || md5(coalesce(p.prosrc, '') || coalesce(p.probin, ''))
+       || ' definition ' || md5(pg_get_functiondef(p.oid))
        || ' acl ' || coalesce(p.proacl::text, '') || ' comment ' || coalesce(obj_description(p.oid, 'pg_proc'), '')
 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
 WHERE p.pronamespace = 'fencing'::regnamespace

@@ -1,0 +1,26 @@
+-- compact() and compact_resources().  Definitions (CREATE OR REPLACE).
+
+-- Compaction: the state that only grows - a mark for every deleted key, a
+-- row for every resource ever acquired or fenced - bounded by floors.  Safe
+-- only when every token still in use is at or above the floor: tokens from
+-- one source that only goes up (fencing.acquire(), or one counter for all
+-- keys and resources), with the floor below every live holder's token; not
+-- with per-resource counters that start at 1.
+CREATE OR REPLACE FUNCTION fencing.compact(target regclass, below bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'compact'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing.compact(regclass, bigint) IS
+'raises a protected table''s floor to below (no write may present a lower token) and removes the deleted-key marks under it; returns how many';
+
+-- In C (src/compact.cpp), SECURITY DEFINER: the tables it writes are the
+-- extension owner's.  A floor is a token: not more than one above every token
+-- the resources have seen and the clock, with arithmetic that cannot overflow.
+CREATE OR REPLACE FUNCTION fencing.compact_resources(below bigint, prefix text DEFAULT '')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'compact_resources'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION fencing.compact_resources(bigint, text) FROM PUBLIC;
+COMMENT ON FUNCTION fencing.compact_resources(bigint, text) IS
+'raises the floor of resources named prefix...: removes their idle leases and fences below it; returns how many';

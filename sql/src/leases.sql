@@ -1,0 +1,98 @@
+-- PostgreSQL as the lock manager: leases, fences and the highest token the
+-- storage holds.  Definitions (CREATE OR REPLACE).
+
+-- The functions that write lease and fence state run with the extension
+-- owner's rights, pin search_path and check their arguments themselves.
+CREATE OR REPLACE FUNCTION fencing.acquire(resource text, holder text, ttl interval)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'acquire'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION fencing.acquire(text, text, interval) IS
+'grants the lease on a resource if no live lease holds it and returns a new fencing token; NULL otherwise';
+
+CREATE OR REPLACE FUNCTION fencing.renew(resource text, holder text, token bigint, ttl interval)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'renew'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION fencing.renew(text, text, bigint, interval) IS
+'extends a live lease held by (holder, token); false if it was lost';
+
+CREATE OR REPLACE FUNCTION fencing.release(resource text, holder text, token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'release'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION fencing.release(text, text, bigint) IS
+'ends a live lease held by (holder, token); false if it was lost';
+
+CREATE OR REPLACE FUNCTION fencing.fence(resource text, token bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fence'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION fencing.fence(text, bigint) IS
+'compares and advances a resource''s high-water mark, holding its lock until the transaction ends; returns the previous mark';
+
+-- The highest token the storage holds: every protected table's token column,
+-- deleted-key mark, truncate floor, fence and lease.  The number to reseed an
+-- external token source (a Redis counter, an etcd revision offset) with after
+-- it lost its state.  It reads every protected table, so it runs with the
+-- owner's rights and is for the owner, or roles the owner grants it to.
+-- Temporary tables are skipped: they are not storage that outlives a session
+-- (and other sessions' cannot be read).
+CREATE OR REPLACE FUNCTION fencing.high_water_mark()
+RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET row_security = off
+AS $$
+DECLARE
+	t record;
+	m bigint;
+	result bigint;
+BEGIN
+	SELECT pg_catalog.max(x) INTO result FROM (
+		SELECT pg_catalog.max(token) FROM fencing.deleted_keys
+		UNION ALL SELECT pg_catalog.max(token) FROM fencing.floors
+		UNION ALL SELECT pg_catalog.max(token) FROM fencing.fences
+		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resources
+		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resource_floors) s(x);
+	-- Every protected table's token column and the Citus marks tables, read
+	-- in C (_highest_token): no operator, cast or function of the tables'
+	-- owners is looked up, so nothing they defined runs with these rights.
+	FOR t IN SELECT r.relid AS relation, r.token_column
+	         FROM fencing.registry r JOIN pg_catalog.pg_class c ON c.oid = r.relid
+	         WHERE r.protected AND c.relpersistence <> 't'
+	         UNION ALL
+	         SELECT c.oid::regclass, 'token' FROM pg_catalog.pg_class c
+	         WHERE fencing._citus_schema_is_ours()
+	           AND c.relnamespace = pg_catalog.to_regnamespace('fencing_citus')
+	           AND c.relkind = 'r' AND c.relname ~ '^(marks_[0-9]+|floors)$' LOOP
+		m := fencing._highest_token(t.relation, t.token_column);
+		IF m > result OR result IS NULL THEN
+			result := m;
+		END IF;
+	END LOOP;
+	IF result > 9007199254740991 THEN
+		RAISE WARNING 'the highest stored token, %, is above 2^53 - 1', result
+			USING DETAIL = 'A table owner stored it; clients that read numbers as doubles (JavaScript, JSON) cannot use it exactly.',
+			      HINT = 'Find it with SELECT max(<token column>) on the protected tables before reseeding from it.';
+	END IF;
+	RETURN COALESCE(result, 0);
+END
+$$;
+REVOKE ALL ON FUNCTION fencing.high_water_mark() FROM PUBLIC;
+COMMENT ON FUNCTION fencing.high_water_mark() IS
+'the highest token held by protected tables, deleted-key marks, truncate floors, fences and leases; 0 if none';
+
+-- The highest value of a bigint column over a table and its partitions, read
+-- in C (src/ddl.cpp); for high_water_mark().
+CREATE OR REPLACE FUNCTION fencing._highest_token(rel regclass, token_column name)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'highest_token'
+LANGUAGE C STABLE;
+COMMENT ON FUNCTION fencing._highest_token(regclass, name) IS
+'internal: the highest value of a bigint column of a table and its partitions, read in C';
+REVOKE ALL ON FUNCTION fencing._highest_token(regclass, name) FROM PUBLIC;
