@@ -183,7 +183,7 @@ FENCING_FUNCTION(key_hash_0_1_0)
 		/*
 		 * Input functions can run the table owner's code (a domain's CHECK
 		 * constraints): as the owner, never as the superuser running the
-		 * update (SPEC section 7).
+		 * update (SECURITY.md).
 		 */
 		int level = use_0_1_0_styles();
 		fencing::Rights saved = fencing::become(fencing::relation_owner(RelationGetRelid(rel)));

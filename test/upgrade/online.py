@@ -228,7 +228,7 @@ class Run:
     # An ordinary role's table keyed by its own domain, with a mark: from
     # 0.1.0, the update reads the mark's key text back with the domain's
     # input, which runs its CHECK; that must run as the table's owner, never
-    # as the superuser running the update (SPEC section 7).
+    # as the superuser running the update (SECURITY.md).
     OWNER = "fencing_online_owner"
 
     def setup_owner(self):
