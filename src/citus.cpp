@@ -327,11 +327,14 @@ PlannedStmt *with_marks_dropped(PlannedStmt *statement)
 			run_metadata_query("SELECT c.oid FROM pg_catalog.pg_class c"
 			                   " WHERE c.relnamespace = $1 AND c.relkind = 'r'",
 			                   1, types, values);
+			/* In the caller's memory: SPI_finish() frees SPI's. */
 			List *relids = NIL;
+			MemoryContext spi_context = MemoryContextSwitchTo(caller_context);
 			for (uint64 i = 0; i < SPI_processed; i++) {
 				bool isnull;
 				relids = lappend_oid(relids, DatumGetObjectId(result_value(i, 1, &isnull)));
 			}
+			MemoryContextSwitchTo(spi_context);
 			SPI_finish();
 			ListCell *relid;
 			foreach (relid, relids) {
