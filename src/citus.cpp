@@ -24,6 +24,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "tcop/dest.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -124,10 +125,41 @@ int64 shard_id_of(Relation rel)
 /*
  * Citus' own propagation of SET LOCAL: sends a SET command to the workers
  * this transaction already talks to, and to each one it talks to later.
- * Not Citus API: an internal function of Citus 12.1, found by name.
+ * Not Citus API: an internal function that Citus 12.1 exports, found by
+ * name; Citus 14 builds with hidden symbols, so there it is missing and
+ * propagate_set_through_utility() reaches it through Citus' utility hook.
  */
 using PropagateSet = void (*)(VariableSetStmt *, const char *);
 PropagateSet propagate_set = nullptr;
+bool propagate_set_looked_up = false;
+
+/*
+ * Runs the SET LOCAL through the utility hooks, as if the user had run it
+ * with citus.propagate_set_commands = 'local': Citus propagates it in a
+ * multi-statement transaction (a transaction block, a DO block, a procedure
+ * or a function), where it propagates SET LOCAL at all.  Both settings are
+ * saved at a GUC nest level of their own and restored after it (as a
+ * function's SET clause does), so fencing.token keeps its value, source and
+ * stack here, and citus.propagate_set_commands its value.
+ */
+void propagate_set_through_utility(VariableSetStmt *stmt, const char *text)
+{
+	const char *current = GetConfigOption("fencing.token", false, false);
+	int nest = NewGUCNestLevel();
+	(void)set_config_option("citus.propagate_set_commands", "local", PGC_USERSET, PGC_S_SESSION,
+	                        GUC_ACTION_SAVE, true, 0, false);
+	(void)set_config_option("fencing.token", current == nullptr ? "" : current, PGC_USERSET,
+	                        PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	PlannedStmt *wrapper = makeNode(PlannedStmt);
+	wrapper->commandType = CMD_UTILITY;
+	wrapper->canSetTag = false;
+	wrapper->utilityStmt = reinterpret_cast<Node *>(stmt);
+	wrapper->stmt_location = -1;
+	wrapper->stmt_len = 0;
+	ProcessUtility(wrapper, text, false, PROCESS_UTILITY_QUERY, nullptr, nullptr, None_Receiver,
+	               nullptr);
+	AtEOXact_GUC(true, nest);
+}
 
 /* The fencing.token the workers last got in this (sub)transaction: 0 none, -1 unknown. */
 int64 sent_token = 0;
@@ -146,9 +178,11 @@ void send_token()
 		token = 0;
 	if (token == sent_token)
 		return;
-	if (propagate_set == nullptr)
+	if (!propagate_set_looked_up) {
 		propagate_set = reinterpret_cast<PropagateSet>(
-		    load_external_function("$libdir/citus", "PostprocessVariableSetStmt", true, nullptr));
+		    load_external_function("$libdir/citus", "PostprocessVariableSetStmt", false, nullptr));
+		propagate_set_looked_up = true;
+	}
 	VariableSetStmt *stmt = makeNode(VariableSetStmt);
 	stmt->kind = VAR_SET_VALUE;
 	stmt->name = pstrdup("fencing.token");
@@ -159,7 +193,11 @@ void send_token()
 	argument->val.sval.sval = pstrdup(value);
 	argument->location = -1;
 	stmt->args = list_make1(argument);
-	propagate_set(stmt, psprintf("SET LOCAL fencing.token TO '%s'", value));
+	const char *text = psprintf("SET LOCAL fencing.token TO '%s'", value);
+	if (propagate_set != nullptr)
+		propagate_set(stmt, text);
+	else
+		propagate_set_through_utility(stmt, text);
 	sent_token = token;
 }
 
@@ -291,11 +329,14 @@ PlannedStmt *with_marks_dropped(PlannedStmt *statement)
 			run_metadata_query("SELECT c.oid FROM pg_catalog.pg_class c"
 			                   " WHERE c.relnamespace = $1 AND c.relkind = 'r'",
 			                   1, types, values);
+			/* In the caller's memory: SPI_finish() frees SPI's. */
 			List *relids = NIL;
+			MemoryContext spi_context = MemoryContextSwitchTo(caller_context);
 			for (uint64 i = 0; i < SPI_processed; i++) {
 				bool isnull;
 				relids = lappend_oid(relids, DatumGetObjectId(result_value(i, 1, &isnull)));
 			}
+			MemoryContextSwitchTo(spi_context);
 			SPI_finish();
 			ListCell *relid;
 			foreach (relid, relids) {

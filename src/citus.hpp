@@ -11,7 +11,11 @@
  *
  * SET LOCAL fencing.token (or set_config(..., true)) reaches the workers
  * through Citus' own propagation of SET LOCAL, called before each statement
- * whose token differs from the one the workers last got.
+ * whose token differs from the one the workers last got: directly where
+ * Citus exports it (12.1), else through its utility hook (14, hidden
+ * symbols), which propagates in multi-statement transactions only (a
+ * transaction block, DO, a procedure or a function) - elsewhere the workers
+ * see no token and refuse the write (23T02).
  */
 #pragma once
 
