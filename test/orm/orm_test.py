@@ -1,7 +1,8 @@
 """The GC-pause split brain of docs/design.md, written with two ORMs.
 
 For Django and for SQLAlchemy, the recipe of docs/orms.md (a transaction,
-SET LOCAL fencing.token, load, change, save) runs as two workers:
+SET LOCAL fencing.token, load, change, save), read from the page itself and
+run as it stands, runs as two workers:
 worker A (token 33) loads order 101 and pauses before it saves (the GC
 pause: a hook of the ORM's own, called on A's thread only); worker B (token
 34) loads, changes and saves it; then A saves.  B must be accepted, A
@@ -47,6 +48,17 @@ def reset_orders():
     )
     sql("SELECT fencing.protect('orders')")
     sql("INSERT INTO orders VALUES (101, 'new', 32)")
+
+
+def run_recipe(heading):
+    """Runs the first code block under "## heading" of docs/orms.md (the
+    page's own text, not a copy) and returns the names it defines."""
+    page = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "orms.md")).read()
+    section = page.split("\n## " + heading + "\n", 1)[1]
+    source = section.split("```", 2)[1].split("\n", 1)[1]
+    names = {"__name__": "orms_recipe_" + heading.lower()}
+    exec(compile(source, "docs/orms.md (%s)" % heading, "exec"), names)
+    return names
 
 
 class Pause:
@@ -124,28 +136,10 @@ def run_django():
     )
     django.setup()
 
-    # -- the recipe of docs/orms.md ------------------------------------
-    from django.db import connection, models, transaction
-
-    class Order(models.Model):
-        id = models.IntegerField(primary_key=True)
-        status = models.TextField()
-        last_fencing_token = models.BigIntegerField(default=0)
-
-        class Meta:
-            app_label = "shop"
-            db_table = "orders"
-            managed = False  # created with SQL, protected with fencing.protect()
-
-    def update_order(order_id, token, status):
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL fencing.token = %s", [token])
-            order = Order.objects.get(pk=order_id)
-            order.status = status
-            order.save()  # writes back every field, last_fencing_token too
-
-    # -- end of the recipe ---------------------------------------------
+    # The recipe of docs/orms.md, as the page shows it.
+    recipe = run_recipe("Django")
+    Order, update_order = recipe["Order"], recipe["update_order"]
+    from django.db import connection
     from django.db import IntegrityError
     from django.db.models.signals import pre_save
 
@@ -179,27 +173,12 @@ def run_django():
 
 
 def run_sqlalchemy():
-    from sqlalchemy import BigInteger, Column, Integer, Text, create_engine, event, text
+    from sqlalchemy import create_engine, event
     from sqlalchemy.exc import IntegrityError
-    from sqlalchemy.orm import Session, declarative_base
 
-    # -- the recipe of docs/orms.md ------------------------------------
-    Base = declarative_base()
-
-    class Order(Base):
-        __tablename__ = "orders"
-        id = Column(Integer, primary_key=True)
-        status = Column(Text, nullable=False)
-        last_fencing_token = Column(BigInteger, nullable=False, default=0)
-
-    def update_order(engine, order_id, token, status):
-        with Session(engine) as session, session.begin():
-            session.execute(text("SET LOCAL fencing.token = :token"), {"token": token})
-            order = session.get(Order, order_id)
-            order.status = status
-        # session.begin() flushed and committed here
-
-    # -- end of the recipe ---------------------------------------------
+    # The recipe of docs/orms.md, as the page shows it.
+    recipe = run_recipe("SQLAlchemy")
+    Order, update_order = recipe["Order"], recipe["update_order"]
     url = "postgresql+psycopg2://%s@/%s?host=%s&port=%s" % (USER, DATABASE, HOST, PORT)
     engine = create_engine(url, future=True)
     reset_orders()
