@@ -672,6 +672,21 @@ def token_reaches_workers_everywhere():
             c.execute("EXPLAIN UPDATE orders SET v = 'e' WHERE id = 1")
         expect_error("55000", changing, conn=c)
         c.rollback()
+    # Autocommit single statements with a session-level token: accepted with
+    # that token (the multi-shard ones: Citus opens a transaction on the
+    # workers) or refused (23T02), never checked with another token.
+    with connect() as c:
+        c.execute("SET fencing.token = 96")
+        for stmt, keys in (("UPDATE orders SET v = 'ac' WHERE id = 1", [1]),
+                           ("UPDATE orders SET v = 'ac' WHERE id BETWEEN 2 AND 9", list(range(2, 10)))):
+            try:
+                c.execute(stmt)
+                outcome = "accepted"
+                assert {token_of("orders", k) for k in keys} == {96}, stmt
+            except psycopg.Error as err:
+                assert err.sqlstate == "23T02", err
+                outcome = "23T02"
+            print(f"citus: autocommit {stmt!r} with a session token: {outcome}", flush=True)
     q("DROP TABLE feed, big")
 
 
