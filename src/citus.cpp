@@ -134,15 +134,19 @@ PropagateSet propagate_set = nullptr;
 bool propagate_set_looked_up = false;
 
 /*
- * Runs the SET LOCAL through the utility hooks, as if the user had run it
- * with citus.propagate_set_commands = 'local': Citus propagates it in a
- * multi-statement transaction (a transaction block, a DO block, a procedure
- * or a function), where it propagates SET LOCAL at all.  Both settings are
- * saved at a GUC nest level of their own and restored after it (as a
- * function's SET clause does), so fencing.token keeps its value, source and
- * stack here, and citus.propagate_set_commands its value.
+ * Runs the SET LOCAL through the utility hooks with
+ * citus.propagate_set_commands = 'local', inside a DO block: Citus 14
+ * propagates SET LOCAL only where it counts the statement as part of a
+ * multi-statement transaction, and a DO block always is one (its
+ * DoBlockLevel); a function called by a single statement is not at every
+ * depth (Citus counts executor levels), and a SET LOCAL that reaches the
+ * workers at one depth and not at the next would leave them checking
+ * writes with the older token.  Both settings are saved at a GUC nest level
+ * of their own and restored after it (as a function's SET clause does), so
+ * fencing.token keeps its value, source and stack here, and
+ * citus.propagate_set_commands its value.  `value` is digits or empty.
  */
-void propagate_set_through_utility(VariableSetStmt *stmt, const char *text)
+void propagate_set_through_utility(const char *value)
 {
 	const char *current = GetConfigOption("fencing.token", false, false);
 	int nest = NewGUCNestLevel();
@@ -150,14 +154,21 @@ void propagate_set_through_utility(VariableSetStmt *stmt, const char *text)
 	                        GUC_ACTION_SAVE, true, 0, false);
 	(void)set_config_option("fencing.token", current == nullptr ? "" : current, PGC_USERSET,
 	                        PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	const char *body = psprintf("BEGIN SET LOCAL fencing.token TO '%s'; END", value);
+	DoStmt *block = makeNode(DoStmt);
+	block->args =
+	    list_make2(makeDefElem(pstrdup("as"),
+	                           reinterpret_cast<Node *>(makeString(const_cast<char *>(body))), -1),
+	               makeDefElem(pstrdup("language"),
+	                           reinterpret_cast<Node *>(makeString(pstrdup("plpgsql"))), -1));
 	PlannedStmt *wrapper = makeNode(PlannedStmt);
 	wrapper->commandType = CMD_UTILITY;
 	wrapper->canSetTag = false;
-	wrapper->utilityStmt = reinterpret_cast<Node *>(stmt);
+	wrapper->utilityStmt = reinterpret_cast<Node *>(block);
 	wrapper->stmt_location = -1;
 	wrapper->stmt_len = 0;
-	ProcessUtility(wrapper, text, false, PROCESS_UTILITY_QUERY, nullptr, nullptr, None_Receiver,
-	               nullptr);
+	ProcessUtility(wrapper, psprintf("DO $fencing$%s$fencing$", body), false, PROCESS_UTILITY_QUERY,
+	               nullptr, nullptr, None_Receiver, nullptr);
 	AtEOXact_GUC(true, nest);
 }
 
@@ -166,12 +177,18 @@ int64 sent_token = 0;
 
 ExecutorStart_hook_type previous_start = nullptr;
 ExecutorFinish_hook_type previous_finish = nullptr;
+ExecutorEnd_hook_type previous_end = nullptr;
 ProcessUtility_hook_type previous_utility = nullptr;
 
 /* Hands the transaction's fencing.token to the workers if they do not have it yet. */
 void send_token()
 {
-	if (!citus_loaded())
+	/*
+	 * Nothing writes in parallel mode, and no setting may change there: a
+	 * parallel worker (or the leader, in a parallel-safe function) sends
+	 * nothing; the next statement outside sends what is missing.
+	 */
+	if (!citus_loaded() || IsInParallelMode())
 		return;
 	int64 token = 0;
 	if (!session_token(&token))
@@ -197,7 +214,7 @@ void send_token()
 	if (propagate_set != nullptr)
 		propagate_set(stmt, text);
 	else
-		propagate_set_through_utility(stmt, text);
+		propagate_set_through_utility(value);
 	sent_token = token;
 }
 
@@ -261,6 +278,22 @@ void finish_with_token(QueryDesc *query)
 			return;
 		}
 	});
+}
+
+/*
+ * A statement that ends without finishing (EXPLAIN without ANALYZE starts
+ * executors that never run) leaves no entry behind: the table of started
+ * statements stays free for those that do finish.
+ */
+void end_forgetting(QueryDesc *query)
+{
+	for (int i = nstarted - 1; i >= 0; i--)
+		if (started[i].query == query)
+			started[i] = started[--nstarted];
+	if (previous_end != nullptr)
+		previous_end(query);
+	else
+		standard_ExecutorEnd(query);
 }
 
 /*
@@ -695,6 +728,8 @@ void install_citus_support()
 	ExecutorStart_hook = start_with_token;
 	previous_finish = ExecutorFinish_hook;
 	ExecutorFinish_hook = finish_with_token;
+	previous_end = ExecutorEnd_hook;
+	ExecutorEnd_hook = end_forgetting;
 	previous_utility = ProcessUtility_hook;
 	ProcessUtility_hook = utility_with_token;
 	RegisterXactCallback(forget_sent_token, nullptr);

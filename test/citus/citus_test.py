@@ -556,6 +556,140 @@ def concurrent_sessions():
         assert int(v) == tok, (k, v, tok)  # the row holds the write of its own token
 
 
+@test
+def token_reaches_workers_everywhere():
+    """Citus 14 propagates SET LOCAL only where it counts the statement as part
+    of a multi-statement transaction: the workers must never check a write
+    with a token other than the one the coordinator's session presents."""
+    distributed("orders", rows=10)
+    in_tx(50, "UPDATE orders SET v = 'at50' WHERE id BETWEEN 1 AND 10")
+    q("""CREATE OR REPLACE FUNCTION pg_temp.w(tok text, k int) RETURNS void LANGUAGE plpgsql AS $$
+         BEGIN PERFORM set_config('fencing.token', tok, true);
+               UPDATE orders SET v = 'w' || tok WHERE id = k; END $$""")
+    # Autocommit: a function that writes with 100 one level down (Citus
+    # propagates there), then with a stale 5 at its own level (Citus does not).
+    q("""CREATE OR REPLACE FUNCTION pg_temp.stale() RETURNS void LANGUAGE plpgsql AS $$
+         BEGIN PERFORM pg_temp.w('100', 1);
+               PERFORM set_config('fencing.token', '5', true);
+               UPDATE orders SET v = 'stale' WHERE id = 2; END $$""")
+    e = None
+    try:
+        q("SELECT pg_temp.stale()")
+    except psycopg.Error as err:
+        e = err
+    assert e is not None and e.sqlstate in ("23T01", "23T02"), \
+        ("stale token 5 accepted", e, q("SELECT id, v, last_fencing_token FROM orders WHERE id IN (1, 2)"))
+    assert q("SELECT v, last_fencing_token FROM orders WHERE id = 2") == [("at50", 50)]
+    # The same in a function called once, autocommit: own token, or refused, never another.
+    q("""CREATE OR REPLACE FUNCTION pg_temp.once(tok text, k int) RETURNS void LANGUAGE plpgsql AS $$
+         BEGIN PERFORM set_config('fencing.token', tok, true);
+               UPDATE orders SET v = 'once' WHERE id = k; END $$""")
+    try:
+        q("SELECT pg_temp.once('60', 3)")
+        assert token_of("orders", 3) == 60
+    except psycopg.Error as err:
+        assert err.sqlstate == "23T02", err
+    # A trigger on a coordinator-local table writes the distributed table, autocommit.
+    q("DROP TABLE IF EXISTS feed")
+    q("CREATE TABLE feed (k int, tok text)")
+    q("""CREATE OR REPLACE FUNCTION pg_temp.feed_trg() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.k = 4 THEN PERFORM pg_temp.w(NEW.tok, NEW.k);
+               ELSE PERFORM set_config('fencing.token', NEW.tok, true);
+                    UPDATE orders SET v = 'trg' WHERE id = NEW.k; END IF;
+               RETURN NEW; END $$""")
+    q("CREATE TRIGGER feed_trg BEFORE INSERT ON feed FOR EACH ROW EXECUTE FUNCTION pg_temp.feed_trg()")
+    try:
+        q("INSERT INTO feed VALUES (4, '200'), (5, '7')")
+        raise AssertionError(("stale 7 accepted", q("SELECT id, v, last_fencing_token FROM orders WHERE id IN (4, 5)")))
+    except psycopg.Error as err:
+        assert err.sqlstate in ("23T01", "23T02"), err
+    assert q("SELECT v, last_fencing_token FROM orders WHERE id = 5") == [("at50", 50)]
+    # Prepared statements, MERGE, INSERT ... SELECT and COPY after a token change in a transaction.
+    with connect(autocommit=False) as c:
+        c.execute("PREPARE up(int) AS UPDATE orders SET v = 'prep' WHERE id = $1")
+        c.execute("SET LOCAL fencing.token = 70")
+        for _ in range(7):
+            c.execute("EXECUTE up(6)")
+        c.execute("SET LOCAL fencing.token = 60")
+        expect_error("23T01", "EXECUTE up(6)", conn=c)
+        c.rollback()
+    for stmt in ("MERGE INTO orders o USING (SELECT id FROM orders WHERE id = 7) s ON o.id = s.id"
+                 " WHEN MATCHED THEN UPDATE SET v = 'm'",
+                 "INSERT INTO orders (id, v) SELECT id, 'ins' FROM orders WHERE id = 8"
+                 " ON CONFLICT (id) DO UPDATE SET v = 'ins'"):
+        with connect(autocommit=False) as c:
+            c.execute("SET LOCAL fencing.token = 90")
+            c.execute("UPDATE orders SET v = 'x' WHERE id = 9")
+            c.execute("SET LOCAL fencing.token = 40")
+            expect_error("23T01", stmt, conn=c)
+            c.rollback()
+    in_tx(80, "DELETE FROM orders WHERE id = 10")
+    with connect(autocommit=False) as c:
+        c.execute("SET LOCAL fencing.token = 90")
+        c.execute("UPDATE orders SET v = 'x' WHERE id = 9")
+        c.execute("SET LOCAL fencing.token = 79")
+        try:
+            with c.cursor().copy("COPY orders (id, v) FROM STDIN") as cp:
+                cp.write_row((10, "zombie"))
+            raise AssertionError("stale COPY accepted")
+        except psycopg.Error as err:
+            # Citus reports a worker's error during COPY as its own (XX000), message kept.
+            assert err.sqlstate in ("23T01", "XX000") and "stale fencing token 79" in str(err), err
+        c.rollback()
+    # Settings as they were after each write; a user's own propagate_set_commands kept and honoured.
+    with connect(autocommit=False) as c:
+        c.execute("SET LOCAL fencing.token = 90")
+        c.execute("UPDATE orders SET v = 'x' WHERE id = 9")
+        assert c.execute("SHOW citus.propagate_set_commands").fetchone()[0] == "none"
+        assert c.execute("SELECT current_setting('fencing.token')").fetchone()[0] == "90"
+        c.execute("SET LOCAL citus.propagate_set_commands = 'local'")
+        c.execute("SAVEPOINT s")
+        c.execute("SET LOCAL fencing.token = 3")
+        expect_error("23T01", "UPDATE orders SET v = 'stale' WHERE id = 9", conn=c)
+        c.execute("ROLLBACK TO SAVEPOINT s")
+        c.execute("UPDATE orders SET v = 'y' WHERE id BETWEEN 1 AND 9")
+        assert c.execute("SHOW citus.propagate_set_commands").fetchone()[0] == "local"
+        c.commit()
+    assert token_of("orders", 9) == 90 and one("SHOW citus.propagate_set_commands") == "none"
+    # A parallel query on the coordinator while a token is set.
+    q("DROP TABLE IF EXISTS big")
+    q("CREATE TABLE big AS SELECT g FROM generate_series(1, 1000) g")
+    with connect(autocommit=False) as c:
+        c.execute("SET LOCAL fencing.token = 91")
+        c.execute("UPDATE orders SET v = 'p' WHERE id = 9")
+        c.execute("SET LOCAL fencing.token = 92")
+        c.execute("SET LOCAL debug_parallel_query = on")
+        assert c.execute("SELECT count(*) FROM big").fetchone()[0] == 1000
+        c.rollback()
+    # EXPLAIN (no ANALYZE) starts executors that never finish: the check that
+    # the token does not change during a writing statement still holds after many.
+    changing = ("WITH s AS (SELECT set_config('fencing.token', '94', true))"
+                " UPDATE orders SET v = (SELECT 'e' FROM s) WHERE id = 1")
+    tx_error("55000", 95, changing)
+    with connect(autocommit=False) as c:
+        c.execute("SET LOCAL fencing.token = 95")
+        for _ in range(40):
+            c.execute("EXPLAIN UPDATE orders SET v = 'e' WHERE id = 1")
+        expect_error("55000", changing, conn=c)
+        c.rollback()
+    # Autocommit single statements with a session-level token: accepted with
+    # that token (the multi-shard ones: Citus opens a transaction on the
+    # workers) or refused (23T02), never checked with another token.
+    with connect() as c:
+        c.execute("SET fencing.token = 96")
+        for stmt, keys in (("UPDATE orders SET v = 'ac' WHERE id = 1", [1]),
+                           ("UPDATE orders SET v = 'ac' WHERE id BETWEEN 2 AND 9", list(range(2, 10)))):
+            try:
+                c.execute(stmt)
+                outcome = "accepted"
+                assert {token_of("orders", k) for k in keys} == {96}, stmt
+            except psycopg.Error as err:
+                assert err.sqlstate == "23T02", err
+                outcome = "23T02"
+            print(f"citus: autocommit {stmt!r} with a session token: {outcome}", flush=True)
+    q("DROP TABLE feed, big")
+
+
 def main():
     failed = 0
     for fn in TESTS:
