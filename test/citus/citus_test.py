@@ -658,7 +658,10 @@ def token_reaches_workers_everywhere():
         c.execute("SET LOCAL fencing.token = 91")
         c.execute("UPDATE orders SET v = 'p' WHERE id = 9")
         c.execute("SET LOCAL fencing.token = 92")
-        c.execute("SET LOCAL debug_parallel_query = on")
+        # force_parallel_mode before PostgreSQL 16, debug_parallel_query since.
+        parallel = ("debug_parallel_query" if int(c.execute("SHOW server_version_num").fetchone()[0]) >= 160000
+                    else "force_parallel_mode")
+        c.execute(f"SET LOCAL {parallel} = on")
         assert c.execute("SELECT count(*) FROM big").fetchone()[0] == 1000
         c.rollback()
     # EXPLAIN (no ANALYZE) starts executors that never finish: the check that
