@@ -156,22 +156,29 @@ def transaction_client(args, run, client, rows):
             else:
                 # A session-level SET: it warns, and the write after it (its own
                 # transaction, perhaps on another server connection) is refused.
-                token = run.next_token()
-                before = len(warned)
-                conn.execute(f"SET fencing.token = {token}")
-                if session_warning(warned[before:]):
-                    run.count("session-level SET warned")
-                else:
-                    run.violation(f"client {client}: SET fencing.token = {token} did not warn")
-                try:
-                    conn.execute("UPDATE accounts SET v = 'session' WHERE id = %s", (row,))
-                    run.violation(f"client {client}: write after a session-level SET accepted")
-                except psycopg.Error as e:
-                    if e.sqlstate != MISSING:
-                        raise
-                    run.count("write after session-level SET refused (23T02)")
+                session_set_then_write(run, conn, warned, client, run.next_token(),
+                                       "UPDATE accounts SET v = 'session' WHERE id = %s", row)
     finally:
         conn.close()
+
+
+def session_set_then_write(run, conn, warned, client, token, write, row):
+    """A session-level SET through the pooler: it must warn, and the write
+    after it (its own transaction, perhaps on another server connection)
+    must be refused with 23T02."""
+    before = len(warned)
+    conn.execute(f"SET fencing.token = {token}")
+    if session_warning(warned[before:]):
+        run.count("session-level SET warned")
+    else:
+        run.violation(f"client {client}: SET fencing.token = {token} did not warn")
+    try:
+        conn.execute(write, (row,))
+        run.violation(f"client {client}: {write.split()[0]} after a session-level SET accepted")
+    except psycopg.Error as e:
+        if e.sqlstate != MISSING:
+            raise
+        run.count("write after session-level SET refused (23T02)")
 
 
 def test_transaction(args):
@@ -261,19 +268,8 @@ def statement_client(args, run, client, rows):
                     run.count("stale (old token) refused", 2)
             else:
                 # A session-level SET warns here too; the write after it is refused.
-                before = len(warned)
-                conn.execute(f"SET fencing.token = {token}")
-                if session_warning(warned[before:]):
-                    run.count("session-level SET warned")
-                else:
-                    run.violation(f"client {client}: SET fencing.token = {token} did not warn")
-                try:
-                    conn.execute("DELETE FROM items WHERE id = %s", (row,))
-                    run.violation(f"client {client}: DELETE after a session-level SET accepted")
-                except psycopg.Error as e:
-                    if e.sqlstate != MISSING:
-                        raise
-                    run.count("write after session-level SET refused (23T02)")
+                session_set_then_write(run, conn, warned, client, token,
+                                       "DELETE FROM items WHERE id = %s", row)
     finally:
         conn.close()
 
