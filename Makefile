@@ -102,11 +102,12 @@ PGBIN := $(shell $(PG_CONFIG) --bindir)
 pgxs_dir := $(dir $(PGXS))../..
 TAP_ENV = PATH="$(PGBIN):$$PATH" PG_REGRESS=$(pgxs_dir)/src/test/regress/pg_regress
 .PHONY: prove_installcheck
+# PROVE_TESTS="t/006_two_primaries.pl ...": some of them only.
 prove_installcheck:
 	@if [ "$$(id -u)" = 0 ]; then \
 		tmp=$$(mktemp -d) && cp -r test/t "$$tmp/" && chown -R postgres: "$$tmp" && \
 		cd "$$tmp" && runuser -u postgres -- env $(TAP_ENV) \
-			prove -I $(pgxs_dir)/src/test/perl -I t $(PROVE_FLAGS) t/*.pl; \
+			prove -I $(pgxs_dir)/src/test/perl -I t $(PROVE_FLAGS) $(or $(PROVE_TESTS),t/*.pl); \
 		status=$$?; \
 		[ $$status -eq 0 ] || tail -n 40 tmp_check/log/regress_log_* 2>/dev/null; \
 		rm -rf "$$tmp"; exit $$status; \

@@ -1,33 +1,39 @@
--- Tokens follow the server clock (microseconds since 1970), with a margin on
--- a (system, timeline) that has not issued tokens; fencing.high_water_mark().
+-- Tokens: (512 + generation) * 2^42 + the server clock in milliseconds since
+-- 1970; the generation is the timeline plus a base fixed per system; a
+-- margin on a (system, timeline) that has not issued tokens;
+-- fencing.grant_confirmation; fencing.high_water_mark().
 
--- A token is at least the clock at the grant, and above the previous one.
-SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS before \gset
+-- A token is in this server's generation, at least the clock at the grant,
+-- and above the previous one.
+SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS before \gset
 SELECT fencing.acquire('clock:1', 'a', '1 min') AS t1 \gset
-SELECT :t1 >= :before AS follows_clock, :t1 < 2 ^ 53 AS below_2_53;
-SELECT pg_sleep(0.01);
-SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS before \gset
-SELECT fencing.acquire('clock:2', 'a', '1 min') AS t2 \gset
-SELECT :t2 > :t1 AS increases, :t2 >= :before AS follows_clock;
-
--- This server's (system, timeline) is recorded once, with its first token.
-SELECT count(*) AS timelines, bool_and(t.first_token <= :t1) AS first_token_ok
+SELECT :t1 >> 42 = 512 + t.generation AS in_generation,
+       t.generation - t.timeline >= 1 AS base,
+       t.timeline = (SELECT timeline_id FROM pg_control_checkpoint()) AS this_timeline,
+       (:t1 & (2 ^ 42 - 1)::bigint) >= :before AS follows_clock,
+       :t1 < 2 ^ 53 AS below_2_53
 FROM fencing.token_timelines t, pg_control_system() s
 WHERE t.system_identifier = s.system_identifier;
+SELECT pg_sleep(0.01);
+SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS before \gset
+SELECT fencing.acquire('clock:2', 'a', '1 min') AS t2 \gset
+SELECT :t2 > :t1 AS increases, (:t2 & (2 ^ 42 - 1)::bigint) >= :before AS follows_clock;
 
--- A history not seen before - as after a promotion, a point-in-time
--- restore or a restore from a dump; here: the history sequence set back by
--- hand - gets the margin on its first grant, and is recorded.
+-- A new history - a new database here, as after a restore from a dump; a
+-- promotion or a point-in-time restore is one too - gets the margin on its
+-- first grant, and is recorded with its first token and generation.
 SHOW fencing.failover_margin;
-DELETE FROM fencing.token_timelines;
-SELECT setval('fencing.token_history', 1, false);
-\c
+\set regress_db :DBNAME
+CREATE DATABASE fencing_clock;
+\c fencing_clock
+CREATE EXTENSION fencing;
 SET fencing.failover_margin = '1h';
-SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS before \gset
+SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS before \gset
 SELECT fencing.acquire('clock:3', 'a', '1 min') AS t3 \gset
-SELECT :t3 - :before >= 3600 * 1000000::bigint AS margin_applied,
-       :t3 - :before < 3601 * 1000000::bigint AS margin_only;
-SELECT count(*) AS timelines, bool_and(first_token = :t3) AS first_token_recorded
+SELECT (:t3 & (2 ^ 42 - 1)::bigint) - :before >= 3600 * 1000 AS margin_applied,
+       (:t3 & (2 ^ 42 - 1)::bigint) - :before < 3601 * 1000 AS margin_only;
+SELECT count(*) AS timelines, bool_and(first_token = :t3) AS first_token_recorded,
+       bool_and(generation = timeline + 1) AS first_system_base_1
 FROM fencing.token_timelines;
 -- The next grant, here or in another session, is one above it: no second margin.
 SELECT fencing.acquire('clock:4', 'a', '1 min') AS t4 \gset
@@ -36,24 +42,59 @@ SELECT :t4 = :t3 + 1 AS next_without_margin;
 SET fencing.failover_margin = '1h';
 SELECT fencing.acquire('clock:5', 'a', '1 min') AS t5 \gset
 SELECT :t5 = :t4 + 1 AS other_session_without_margin;
+-- Each grant is above the resource's last token, whatever the sequence holds.
+SELECT setval('fencing.token_seq', 1);
+UPDATE fencing.resources SET released = true, token = :t5 + 1000 WHERE resource = 'clock:3';
+SELECT fencing.acquire('clock:3', 'b', '1 min') = :t5 + 1001 AS above_last_token;
+-- A token never leaves its generation: above its last one (a resource's last
+-- token set there by hand, as a clock 139 years ahead would) nothing is
+-- issued, since those numbers are the next timeline's.
+SELECT ((:t5 >> 42) + 1 << 42) - 1 AS generation_end \gset
+INSERT INTO fencing.resources (resource, holder, token, granted_at, expires_at, released)
+VALUES ('clock:8', 'a', :generation_end - 1, now(), now(), true);
+SELECT fencing.acquire('clock:8', 'b', '1 min') = :generation_end AS last_of_generation;
+UPDATE fencing.resources SET released = true WHERE resource = 'clock:8';
+SELECT fencing.acquire('clock:8', 'c', '1 min');
+SELECT count(*) AS refused_changed_nothing FROM fencing.resources WHERE resource = 'clock:8' AND holder = 'b';
 
 -- One margin per history, even if the first grant rolls back (its record
 -- goes, the history stays seen): the next grant is one above the rolled-back
 -- one.  test/isolation/specs/first_grant.spec: also while it is still open.
-DELETE FROM fencing.token_timelines;
-SELECT setval('fencing.token_history', 1, false);
-\c
+-- And a system that has no row takes its generations one above every
+-- generation recorded by other systems (a restore of another system's dump
+-- brings those rows): here a row of system 42 with generation 40.
+\c :regress_db
+DROP DATABASE fencing_clock;
+CREATE DATABASE fencing_clock;
+\c fencing_clock
+CREATE EXTENSION fencing;
+INSERT INTO fencing.token_timelines VALUES (42, 39, 1, now(), 40);
 BEGIN;
 SELECT fencing.acquire('clock:6', 'a', '1 min') AS t6 \gset
 ROLLBACK;
 SELECT count(*) AS timelines_after_rollback FROM fencing.token_timelines;
 SELECT fencing.acquire('clock:7', 'a', '1 min') AS t7 \gset
-SELECT :t7 = :t6 + 1 AS no_second_margin;
--- A token past 2^53 - 1 is not issued: the sequence set there by hand.
-SELECT setval('fencing.token_seq', 9007199254740990);
-SELECT fencing.acquire('clock:8', 'a', '1 min');
-SELECT fencing.acquire('clock:9', 'a', '1 min') IS NULL AS refused;
-SELECT setval('fencing.token_seq', :t7) = :t7 AS reset;
+SELECT :t7 = :t6 + 1 AS no_second_margin,
+       :t7 >> 42 = 512 + 41 + (SELECT timeline_id FROM pg_control_checkpoint()) AS above_other_systems;
+-- The record went with the rollback; the next reservation (a grant past the
+-- window: here above a resource's last token set ahead by hand) makes it.
+SELECT count(*) AS not_yet_recorded FROM fencing.token_timelines
+WHERE system_identifier = (SELECT system_identifier FROM pg_control_system());
+UPDATE fencing.resources SET released = true, token = :t7 + 2000 WHERE resource = 'clock:7';
+SELECT fencing.acquire('clock:7', 'b', '1 min') = :t7 + 2001 AS reserved;
+SELECT generation - timeline AS recorded_base, first_token = :t7 + 2001 AS first_of_reservation
+FROM fencing.token_timelines
+WHERE system_identifier = (SELECT system_identifier FROM pg_control_system());
+
+-- No room for a generation past 2^53: refused, and nothing is issued.
+\c :regress_db
+DROP DATABASE fencing_clock;
+CREATE DATABASE fencing_clock;
+\c fencing_clock
+CREATE EXTENSION fencing;
+INSERT INTO fencing.token_timelines VALUES (42, 1, 1, now(), 1535);
+SELECT fencing.acquire('clock:9', 'a', '1 min');
+SELECT count(*) AS nothing_granted FROM fencing.resources WHERE token IS NOT NULL;
 
 -- The margin is a superuser setting, between 0 and 1 hour.  (PostgreSQL 17
 -- and later name the unit of the bounds too: expected/clock_1.out.)
@@ -64,13 +105,37 @@ SET ROLE clock_user;
 SET fencing.failover_margin = 0;
 RESET ROLE;
 
--- fencing.high_water_mark(): the highest token in protected tables, marks,
--- floors, fences and leases; 0 when there is none.  In a database of its own,
--- which the other tests' tokens do not reach.
-\set regress_db :DBNAME
+-- fencing.grant_confirmation: with no standby at all, 'standby' and
+-- 'synchronous' refuse grants and renewals (55000) and change nothing;
+-- release() is never refused.  A superuser setting.
+DELETE FROM fencing.token_timelines;
+SELECT fencing.acquire('confirm:1', 'a', '1 min') AS c1 \gset
+SET fencing.grant_confirmation = standby;
+SELECT fencing.acquire('confirm:2', 'a', '1 min');
+SELECT fencing.renew('confirm:1', 'a', :c1, '1 min');
+SET fencing.grant_confirmation = synchronous;
+SET fencing.standby_reply_timeout = '1 h';
+SELECT fencing.acquire('confirm:2', 'a', '1 min');
+SELECT fencing.renew('confirm:1', 'a', :c1, '1 min');
+SELECT fencing.release('confirm:1', 'a', :c1) AS released;
+SELECT count(*) AS refused_changed_nothing FROM fencing.resources WHERE resource = 'confirm:2';
+SET fencing.grant_confirmation = whenever;
+SET fencing.standby_reply_timeout = 0;
+SET ROLE clock_user;
+SET fencing.grant_confirmation = off;
+SET fencing.standby_reply_timeout = '1 min';
+RESET ROLE;
+RESET fencing.grant_confirmation;
+SELECT fencing.acquire('confirm:2', 'a', '1 min') > :c1 AS granted_when_off;
+
+\c :regress_db
+DROP DATABASE fencing_clock;
 CREATE DATABASE fencing_clock;
 \c fencing_clock
 CREATE EXTENSION fencing;
+-- fencing.high_water_mark(): the highest token in protected tables, marks,
+-- floors, fences and leases; 0 when there is none.  In a database of its own,
+-- which the other tests' tokens do not reach.
 SELECT fencing.high_water_mark() AS empty;
 SELECT fencing.acquire('hw:lease', 'a', '1 min') AS lease_token \gset
 CREATE TABLE hw_items (id int PRIMARY KEY, v int);

@@ -53,11 +53,15 @@ SET LOCAL fencing.token = 150;
 TRUNCATE jobs;
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
--- A floor above every token the table has seen and above the clock would
--- stop every writer for good: refused.
+-- A floor above every token the table has seen and above what the lock
+-- manager can issue by now (this generation, the clock) would stop every
+-- writer for good: refused - a token of the next generation, or an hour
+-- ahead of the clock in this one.
+SELECT fencing.acquire('compact:clock', 'a', '1 ms') AS now_token \gset
 \set VERBOSITY sqlstate
 SELECT fencing.compact('jobs', 9007199254740992);
-SELECT fencing.compact('jobs', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint + 3600000000);
+SELECT fencing.compact('jobs', ((:now_token >> 42) + 1) << 42);
+SELECT fencing.compact('jobs', :now_token + 3600000);
 \set VERBOSITY default
 -- A floor never goes down; compacting again below it removes nothing more.
 SELECT fencing.compact('jobs', 120) AS removed;

@@ -129,7 +129,7 @@ FENCING_FUNCTION(compact)
 		            RelationGetRelationName(rel)),
 		     errhint("Compact the protected table: its marks and floor cover its partitions.")));
 	List *tree = find_all_inheritors(relid, ShareRowExclusiveLock, nullptr);
-	int64 seen = clock_token();
+	int64 seen = issuable_now();
 	if (fence.citus_id == 0)
 		seen = std::max(seen, highest_marked(tree));
 	check_floor(below, seen, "the table has");
@@ -183,7 +183,7 @@ FENCING_FUNCTION(compact_resources)
 	                 prefix, below, SPI_OK_SELECT);
 	bool isnull = true;
 	Datum highest = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
-	int64 seen = clock_token();
+	int64 seen = issuable_now();
 	if (!isnull)
 		seen = std::max(seen, DatumGetInt64(highest));
 	check_floor(below, seen, "the resources have");

@@ -12,6 +12,7 @@ extern "C" {
 #include "utils/guc_tables.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "replication/walsender_private.h"
 }
 
 namespace fencing
@@ -91,6 +92,20 @@ inline bool merge_action_on_target_row(const MergeAction *action)
 	return action->matchKind != MERGE_WHEN_NOT_MATCHED_BY_TARGET;
 #else
 	return action->matched;
+#endif
+}
+
+/*
+ * Is this walsender serving a physical standby?  (WalSnd.kind came in 16;
+ * before, a logical walsender counts too.)  Call with the walsender's mutex.
+ */
+inline bool walsender_is_physical(const WalSnd *sender)
+{
+#if PG_VERSION_NUM >= 160000
+	return sender->kind == REPLICATION_KIND_PHYSICAL;
+#else
+	(void)sender;
+	return true;
 #endif
 }
 

@@ -59,6 +59,7 @@ FENCING_FUNCTION(acquire)
 		SPI_finish();
 		PG_RETURN_NULL();
 	}
+	require_grant_confirmation();
 	int64 token = issue_token(lease.token);
 	Oid types[4] = {TEXTOID, TEXTOID, INT8OID, INTERVALOID};
 	SPIPlanPtr plan = kept_plan(&grant_plan,
@@ -83,6 +84,7 @@ FENCING_FUNCTION(renew)
 	char *holder = require_name(fcinfo, 1, "holder");
 	int64 token = require_token(PG_GETARG_DATUM(2), PG_ARGISNULL(2), "token");
 	Datum ttl = require_ttl(fcinfo, 3);
+	require_grant_confirmation();
 	Datum values[4] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
 	                   Int64GetDatum(token), ttl};
 	PG_RETURN_BOOL(update_held_lease(&renew_plan, "expires_at = pg_catalog.clock_timestamp() + $4",

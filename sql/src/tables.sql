@@ -31,18 +31,18 @@ COMMENT ON TABLE fencing.floors IS
 
 -- PostgreSQL as the lock manager: leases and resource fences.
 
--- Tokens of every grant, for every resource.  A sequence, because it does not
--- roll back with the transaction that used it: a token is never issued twice.
--- Each grant sets it forward to the server clock in microseconds since 1970
--- when the clock is ahead (tokens follow the clock, see fencing.token_timelines);
--- it starts there too, so an installation dropped and created again, or a
--- database restored from a dump, never hands out a number it handed out
--- before.  For that reason its value is not dumped.
+-- A bound at or above every token handed out, for every resource: the tokens
+-- themselves (generation, then the clock in milliseconds: src/tokens.cpp) are
+-- handed out below it.  A sequence, because it does not roll back with the
+-- transaction that set it: a token is never issued twice.  Not dumped: a
+-- database restored from a dump starts a new history, and its tokens go above
+-- the dumped ones by their generation (fencing.token_timelines).
 CREATE SEQUENCE fencing.token_seq;
 SELECT pg_catalog.setval('fencing.token_seq',
                          (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint);
 REVOKE ALL ON SEQUENCE fencing.token_seq FROM PUBLIC;
-COMMENT ON SEQUENCE fencing.token_seq IS 'fencing tokens of every grant, for every resource';
+COMMENT ON SEQUENCE fencing.token_seq IS
+'a bound at or above every fencing token handed out, for every resource';
 
 -- One row per resource: its current (or last) lease.
 CREATE TABLE fencing.resources (
@@ -81,17 +81,22 @@ COMMENT ON SEQUENCE fencing.token_history IS
 'internal: the (system, timeline) tokens were last issued on, as a key';
 
 -- The (system, timeline) pairs on which tokens were issued, with the first
--- token of each, for people to read (the history sequence is what counts).
+-- token of each and its generation: the timeline plus a base fixed per
+-- system, which a system seen for the first time takes one above every
+-- generation recorded here.  Dumped, so that a database restored elsewhere
+-- issues tokens of a higher generation than the dumped one's.
 CREATE TABLE fencing.token_timelines (
 	system_identifier bigint NOT NULL,
 	timeline integer NOT NULL,
 	first_token bigint NOT NULL,
 	started_at timestamptz NOT NULL,
+	generation bigint NOT NULL,
 	PRIMARY KEY (system_identifier, timeline)
 );
+SELECT pg_catalog.pg_extension_config_dump('fencing.token_timelines', '');
 REVOKE ALL ON fencing.token_timelines FROM PUBLIC;
 COMMENT ON TABLE fencing.token_timelines IS
-'(system identifier, timeline) pairs that issued tokens, with the first token of each';
+'(system identifier, timeline) pairs that issued tokens, with the first token and the generation of each';
 
 CREATE TABLE fencing.resource_floors (
 	prefix text PRIMARY KEY,

@@ -75,6 +75,18 @@ DROP FUNCTION fencing._check_guarded(regclass);
 DROP FUNCTION fencing._keep_history(regclass, regclass);
 DROP FUNCTION fencing._detached_partitions();
 
+-- Tokens are ordered by generation first (src/tokens.cpp): every
+-- (system, timeline) that issued tokens gets its generation, with the base 1
+-- the library used on 0.2.0's objects, and the table is now dumped.
+ALTER TABLE fencing.token_timelines ADD COLUMN generation bigint;
+UPDATE fencing.token_timelines SET generation = timeline OPERATOR(pg_catalog.+) 1;
+ALTER TABLE fencing.token_timelines ALTER COLUMN generation SET NOT NULL;
+SELECT pg_catalog.pg_extension_config_dump('fencing.token_timelines', '');
+COMMENT ON TABLE fencing.token_timelines IS
+'(system identifier, timeline) pairs that issued tokens, with the first token and the generation of each';
+COMMENT ON SEQUENCE fencing.token_seq IS
+'a bound at or above every fencing token handed out, for every resource';
+
 --@include sql/src/guard.sql
 
 --@include sql/src/protect.sql

@@ -2,8 +2,8 @@
 # the primary dies, the standby is promoted: no token is issued twice and a
 # stale token is still rejected.  With the standby down, a grant cannot
 # complete.  An asynchronous standby that missed the last grants does not
-# issue their tokens again either: tokens follow the clock, with a margin on
-# the new timeline.
+# issue their tokens again either: its new timeline puts its tokens in the
+# next generation (and the clock, with a margin, orders them within it).
 use strict;
 use warnings;
 use FindBin;
@@ -83,11 +83,13 @@ $async->promote;
 my $first = FencingNode::next_token($async);
 cmp_ok($first, '>', $max,
 	'after failover to an asynchronous standby that missed grants, no token is issued twice');
-my $margin_us = 10 * 1000 * 1000;
-my $clock = $async->safe_psql('postgres',
-	'SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint');
-cmp_ok($first, '>', $clock + $margin_us - 1000 * 1000,
-	'its first token is the failover margin ahead of its clock');
+cmp_ok($first >> 42, '==', ($max >> 42) + 1,
+	'its tokens are of the next generation: its timeline is the next one');
+my $clock_ms = $async->safe_psql('postgres',
+	'SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint');
+my $low = $first & ((1 << 42) - 1);
+cmp_ok($low, '>', $clock_ms + 10 * 1000 - 1000,
+	'and its first token is the failover margin ahead of its clock');
 is($async->safe_psql('postgres', q{
 	SELECT count(*) FROM fencing.token_timelines
 	WHERE timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int}),

@@ -1,7 +1,8 @@
 # pg_dump and restore keep every high-water mark: row tokens, deleted keys,
 # resource fences; the restored database's tokens start above the original's,
 # even those issued after the dump (and right after its first grant, while
-# its tokens still ran the failover margin ahead of the clock).
+# its tokens still ran the failover margin ahead of the clock); restored on
+# another system, its tokens are of a higher generation.
 use strict;
 use warnings;
 use FindBin;
@@ -48,9 +49,24 @@ cmp_ok($node->safe_psql('restored',
 		"SELECT fencing.acquire('new', 'b', '1 s')"), '>', $after_dump,
 	'the restored database issues no token the original issued, even after the dump');
 is($node->safe_psql('restored', 'SELECT count(*) FROM fencing.token_timelines'), '1',
-	'timelines are not restored: the restored database recorded its own first grant');
+	'timelines are restored; on the same system and timeline the first grant adds no row');
 cmp_ok($node->safe_psql('restored',
 		"SELECT fencing.acquire('orders', 'b', '1 s') IS NULL"), 'eq', 't',
 	'the restored live lease still holds its resource');
+
+# Restored on another system (another cluster): its tokens are of a higher
+# generation than every generation the dump recorded, whatever the clocks.
+my $elsewhere = FencingNode::new_node('elsewhere');
+$elsewhere->safe_psql('postgres', 'CREATE DATABASE target');
+$elsewhere->command_ok([ 'pg_restore', '-d', $elsewhere->connstr('target'), $dump ],
+	'pg_restore on another system');
+my $there = $elsewhere->safe_psql('target', "SELECT fencing.acquire('new', 'c', '1 s')");
+cmp_ok($there >> 42, '>', $after_dump >> 42,
+	"the other system's tokens are of a higher generation than the dumped system's");
+is($elsewhere->safe_psql('target', q{
+	SELECT generation - timeline FROM fencing.token_timelines t, pg_control_system() s
+	WHERE t.system_identifier = s.system_identifier}),
+	$node->safe_psql('postgres', 'SELECT max(generation) + 1 FROM fencing.token_timelines'),
+	'its base is one above the highest generation the dump recorded');
 
 done_testing();

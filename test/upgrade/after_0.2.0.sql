@@ -32,9 +32,13 @@ UNION ALL SELECT 'resource_floors', count(*) FROM (
 UNION ALL SELECT 'resource_floors added', count(*) FROM (
 	SELECT * FROM fencing.resource_floors EXCEPT SELECT * FROM before.resource_floors) s
 UNION ALL SELECT 'token_timelines', count(*) FROM (
-	SELECT * FROM before.token_timelines EXCEPT SELECT * FROM fencing.token_timelines) s
+	SELECT * FROM before.token_timelines
+	EXCEPT SELECT system_identifier, timeline, first_token, started_at FROM fencing.token_timelines) s
 UNION ALL SELECT 'token_timelines added', count(*) FROM (
-	SELECT * FROM fencing.token_timelines EXCEPT SELECT * FROM before.token_timelines) s
+	SELECT system_identifier, timeline, first_token, started_at FROM fencing.token_timelines
+	EXCEPT SELECT * FROM before.token_timelines) s
+UNION ALL SELECT 'token_timelines without generation timeline + 1 (base 1)', count(*)
+	FROM fencing.token_timelines WHERE generation IS DISTINCT FROM timeline + 1
 UNION ALL SELECT 'sequences', count(*) FROM (
 	SELECT * FROM before.sequences
 	EXCEPT (SELECT 'token_seq', last_value, is_called FROM fencing.token_seq
