@@ -369,7 +369,7 @@ def analyse(events, audit, history):
         key = (tli, tok)
         if res in top and key < top[res][0]:
             stale += 1
-            if len(ex_stale) < 3:
+            if len(ex_stale) < 3 and not any(gid in x for x in ex_stale):
                 ex_stale.append("store ACCEPTED %s (tli %d token %d) on %s after %s (tli %d token %d)" % (
                     gid, tli, tok, res, top[res][1], top[res][0][0], top[res][0][1]))
         if res not in top or key > top[res][0]:
@@ -389,7 +389,7 @@ def analyse(events, audit, history):
                  if o["res"] == g["res"] and o["t1"] <= w["t1"] and (o["tli"], o["tok"]) > key]
         if not newer:
             new_refused += 1
-            if len(ex_new) < 3:
+            if len(ex_new) < 3 and not any(w["g"] + " " in x for x in ex_new):
                 ex_new.append("store REFUSED the newest holder %s (tli %d token %d, from %s) on %s" % (
                     w["g"], g["tli"], g["tok"], g["node"], g["res"]))
     r["new_refused"] = new_refused
@@ -511,7 +511,9 @@ class Run:
         res["notes"].append("old primary %s at the end of the cut: %s" % (
             old.name, "still read-write" if old_rw else ("read-only" if old_rw is False else "unreachable")))
         try:
-            final = cl.wait_ready(sync, 120, "the cluster to be whole again")
+            # Patroni 3.0.2 sometimes leaves the demoted node's old postmaster running
+            # on a removed data directory after a failed pg_rewind: reinitialize then
+            final = cl.wait_ready(sync, 45, "the cluster to be whole again")
         except HarnessError as e:
             say("%s; asking Patroni to reinitialize %s" % (e, old.name))
             http("POST", old.api + "/reinitialize", {"force": True}, timeout=10)
