@@ -520,9 +520,15 @@ class Run:
             final = cl.wait_ready(sync, 150, "%s to rejoin after reinitialize" % old.name)
             res["notes"].append("%s had to be reinitialized" % old.name)
         say("%s: whole again after %.1fs, primary %s" % (scen, time.time() - t_heal, final.name))
+        # the holders go on; then the cluster must still be whole, and its primary
+        # then is the history every acknowledged grant must be in
+        time.sleep(p["post"])
+        settled = cl.wait_ready(sync, 60, "the cluster to stay whole")
+        if settled is not final:
+            say("%s: the primary moved from %s to %s after the heal" % (scen, final.name, settled.name))
+            final = settled
         res["notes"].append("after the heal: primary %s%s" % (
             final.name, " (the new primary %s was DEMOTED)" % new.name if new and final is not new else ""))
-        time.sleep(p["post"])
         h.stop()
         self.holders = None
         events = h.events()
