@@ -240,6 +240,21 @@ class PCluster(ha.Cluster):
         return None
 
 
+def kill_orphans(node):
+    """SIGKILLs PostgreSQL processes of node that run in a removed data directory.
+
+    Patroni 3.0.2, demoting a primary whose shutdown hangs (its walsenders wait
+    for standbys it cannot reach), demotes a second time from its main thread
+    and starts two postmasters; after a failed pg_rewind it removes the data
+    directory and clones the new primary, but the stray postmaster still holds
+    the address, so the node never comes back.  Returns how many it killed."""
+    gone = node.data + " (deleted)"
+    pids = [int(d) for d in os.listdir("/proc") if d.isdigit()
+            and (ha.proc_cwd(int(d)) or "").startswith(gone)]
+    signal_pids(pids, signal.SIGKILL)
+    return len(pids)
+
+
 def patched_patroni(tmp):
     """A copy of Debian's patroni package with the upstream leader-key fix (PR #2689)."""
     lib = os.path.join(tmp, "patroni-lib")
@@ -510,15 +525,25 @@ class Run:
                                                  if new else "none during the cut"))
         res["notes"].append("old primary %s at the end of the cut: %s" % (
             old.name, "still read-write" if old_rw else ("read-only" if old_rw is False else "unreachable")))
+        orphans = [0]
+
+        def whole():
+            n = kill_orphans(old)
+            if n:
+                orphans[0] += n
+                say("killed %d PostgreSQL processes of %s left in its removed data directory" % (n, old.name))
+            return cl.ready(sync)
         try:
-            # Patroni 3.0.2 sometimes leaves the demoted node's old postmaster running
-            # on a removed data directory after a failed pg_rewind: reinitialize then
-            final = cl.wait_ready(sync, 45, "the cluster to be whole again")
+            final = wait_until("the cluster to be whole again", 60, whole, interval=0.5)
         except HarnessError as e:
             say("%s; asking Patroni to reinitialize %s" % (e, old.name))
             http("POST", old.api + "/reinitialize", {"force": True}, timeout=10)
-            final = cl.wait_ready(sync, 150, "%s to rejoin after reinitialize" % old.name)
+            final = wait_until("%s to rejoin after reinitialize" % old.name, 120, whole, interval=0.5)
             res["notes"].append("%s had to be reinitialized" % old.name)
+        if orphans[0]:
+            res["notes"].append("killed %d processes of a second postmaster Patroni had started on %s"
+                                " (its double demotion), left in its removed data directory"
+                                % (orphans[0], old.name))
         say("%s: whole again after %.1fs, primary %s" % (scen, time.time() - t_heal, final.name))
         # the holders go on; then the cluster must still be whole, and its primary
         # then is the history every acknowledged grant must be in
