@@ -347,7 +347,9 @@ def analyse(events, audit, history):
         elif e["ev"] == "end":
             g["end"] = e["t"]
     for g in grants.values():
-        g["belief"] = (g["t0"], min(max(g["acks"]) + TTL, g["end"] if g["end"] is not None else 1e18))
+        # from when the holder learns of the grant (it cannot act before) until the
+        # start of its last acknowledged acquire/renew + ttl, or the end it saw first
+        g["belief"] = (g["t1"], min(max(g["acks"]) + TTL, g["end"] if g["end"] is not None else 1e18))
     r = dict(grants=len(grants))
     # tokens issued twice (different grants, same token)
     seen, twice = {}, 0
