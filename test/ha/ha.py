@@ -193,26 +193,34 @@ def tail(path, n):
 # ---------------------------------------------------------------- cluster
 
 class Node:
-    def __init__(self, tmp, idx, pg_port, api_port):
+    # where the node listens and whom it trusts; test/ha/partition.py puts each
+    # node in a network namespace of its own (prefix: the command that enters it)
+    host = "127.0.0.1"
+    trusted = "127.0.0.1/32"
+    prefix = ()
+    python_path = None  # a patched copy of the patroni package, if any
+
+    def __init__(self, tmp, idx, pg_port, api_port, host=None):
         self.name = "node%d" % idx
+        self.host = host or self.host
         self.dir = os.path.join(tmp, self.name)
         self.data = os.path.join(self.dir, "data")
         self.pg_port = pg_port
         self.api_port = api_port
-        self.api = "http://127.0.0.1:%d" % api_port
+        self.api = "http://%s:%d" % (self.host, api_port)
         self.config = os.path.join(self.dir, "patroni.yml")
         self.log = os.path.join(self.dir, "patroni.log")
         self.proc = None
 
-    def write_config(self, scope, etcd_port, sync):
+    def write_config(self, scope, etcd_port, sync, etcd_host="127.0.0.1", parameters=None):
         cfg = {
             "scope": scope,
             "namespace": "/fencing-ha/",
             "name": self.name,
             "log": {"level": "INFO", "format": "%(asctime)s %(levelname)s: %(message)s"},
-            "restapi": {"listen": "127.0.0.1:%d" % self.api_port,
-                        "connect_address": "127.0.0.1:%d" % self.api_port},
-            "etcd3": {"hosts": ["127.0.0.1:%d" % etcd_port], "protocol": "http"},
+            "restapi": {"listen": "%s:%d" % (self.host, self.api_port),
+                        "connect_address": "%s:%d" % (self.host, self.api_port)},
+            "etcd3": {"hosts": ["%s:%d" % (etcd_host, etcd_port)], "protocol": "http"},
             "bootstrap": {
                 "dcs": {
                     # failovers in seconds: a dead leader's key expires after ttl
@@ -241,8 +249,8 @@ class Node:
                 "initdb": [{"encoding": "UTF8"}, {"locale": "C"}, "data-checksums"],
             },
             "postgresql": {
-                "listen": "127.0.0.1:%d" % self.pg_port,
-                "connect_address": "127.0.0.1:%d" % self.pg_port,
+                "listen": "%s:%d" % (self.host, self.pg_port),
+                "connect_address": "%s:%d" % (self.host, self.pg_port),
                 "data_dir": self.data,
                 "bin_dir": PGBIN,
                 "pgpass": os.path.join(self.dir, "pgpass"),
@@ -253,8 +261,8 @@ class Node:
                 "parameters": {"unix_socket_directories": self.dir},
                 "pg_hba": [
                     "local all all trust",
-                    "host all all 127.0.0.1/32 trust",
-                    "host replication all 127.0.0.1/32 trust",
+                    "host all all %s trust" % self.trusted,
+                    "host replication all %s trust" % self.trusted,
                 ],
                 "basebackup": [{"checkpoint": "fast"}],
                 "remove_data_directory_on_rewind_failure": True,
@@ -262,16 +270,27 @@ class Node:
             },
             "watchdog": {"mode": "off"},
         }
+        cfg["bootstrap"]["dcs"]["postgresql"]["parameters"].update(parameters or {})
         with open(self.config, "w") as f:
             json.dump(cfg, f, indent=1)  # JSON is YAML
         os.chown(self.config, *pg_ids())
 
     def start(self):
         logf = open(self.log, "a")
+        if self.python_path:
+            argv = ["/usr/bin/python3", "-m", "patroni", self.config]
+            env = clean_env({"PYTHONPATH": self.python_path})
+        else:
+            argv, env = ["/usr/bin/patroni", self.config], clean_env()
+        if self.prefix:  # the prefix enters the namespace as root, then becomes postgres
+            argv = list(self.prefix) + ["setpriv", "--reuid=postgres", "--regid=postgres",
+                                        "--clear-groups", "--"] + argv
+            ids = {}
+        else:
+            ids = dict(user="postgres", group="postgres", extra_groups=[])
         self.proc = subprocess.Popen(
-            ["/usr/bin/patroni", self.config], cwd=self.dir, stdin=subprocess.DEVNULL,
-            stdout=logf, stderr=subprocess.STDOUT, env=clean_env(), start_new_session=True,
-            user="postgres", group="postgres", extra_groups=[])
+            argv, cwd=self.dir, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+            env=env, start_new_session=True, **ids)
         logf.close()
 
     def postmaster_pid(self):
@@ -283,8 +302,8 @@ class Node:
         return pid if proc_alive(pid) and proc_cwd(pid) == self.data else None
 
     def dsn(self, app="fencing-ha-check"):
-        return ("host=127.0.0.1 port=%d dbname=postgres user=postgres connect_timeout=3 "
-                "application_name=%s options='-c statement_timeout=15s'" % (self.pg_port, app))
+        return ("host=%s port=%d dbname=postgres user=postgres connect_timeout=3 "
+                "application_name=%s options='-c statement_timeout=15s'" % (self.host, self.pg_port, app))
 
     def connect(self):
         c = psycopg2.connect(self.dsn())
@@ -343,6 +362,10 @@ def pg_ids():
 
 
 class Cluster:
+    etcd_host = "127.0.0.1"
+    etcd_prefix = ()  # the command that enters etcd's network namespace, if any
+    parameters = None  # extra PostgreSQL parameters for Patroni's bootstrap
+
     def __init__(self, tmp):
         self.tmp = tmp
         ports = free_port_block(8)
@@ -359,10 +382,10 @@ class Cluster:
     def start(self, sync):
         os.makedirs(self.etcd_dir)
         logf = open(self.etcd_log, "a")
-        peer = "http://127.0.0.1:%d" % self.etcd_peer
-        client = "http://127.0.0.1:%d" % self.etcd_port
+        peer = "http://%s:%d" % (self.etcd_host, self.etcd_peer)
+        client = "http://%s:%d" % (self.etcd_host, self.etcd_port)
         self.etcd = subprocess.Popen(
-            ["/usr/bin/etcd", "--name", "ha", "--data-dir", os.path.join(self.etcd_dir, "data"),
+            list(self.etcd_prefix) + ["/usr/bin/etcd", "--name", "ha", "--data-dir", os.path.join(self.etcd_dir, "data"),
              "--listen-client-urls", client, "--advertise-client-urls", client,
              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
              "--initial-cluster", "ha=" + peer, "--initial-cluster-state", "new",
@@ -370,9 +393,10 @@ class Cluster:
             cwd=self.etcd_dir, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
             env=clean_env(), start_new_session=True)
         logf.close()
-        say("etcd on 127.0.0.1:%d (peer %d); Patroni nodes: %s" % (
-            self.etcd_port, self.etcd_peer,
-            ", ".join("%s pg %d api %d" % (n.name, n.pg_port, n.api_port) for n in self.nodes)))
+        say("etcd on %s:%d (peer %d); Patroni nodes: %s" % (
+            self.etcd_host, self.etcd_port, self.etcd_peer,
+            ", ".join("%s %s pg %d api %d" % (n.name, n.host, n.pg_port, n.api_port)
+                      for n in self.nodes)))
 
         def etcd_healthy():
             if self.etcd.poll() is not None:
@@ -386,7 +410,7 @@ class Cluster:
             os.makedirs(n.dir)
             os.chown(n.dir, uid, gid)
             os.chmod(n.dir, 0o700)
-            n.write_config(self.scope, self.etcd_port, sync)
+            n.write_config(self.scope, self.etcd_port, sync, self.etcd_host, self.parameters)
         # node1 bootstraps (initdb) alone, so the others cannot race it; then they clone it
         self.nodes[0].start()
         wait_until("node1 to bootstrap the cluster (Patroni /primary)", 120,
