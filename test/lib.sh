@@ -16,7 +16,7 @@ ensure_dependencies() {
 	[ -f /usr/include/postgresql/15/server/postgres.h ] || need+=(postgresql-server-dev-15)
 	for pkg in libipc-run-perl libpq-dev libhiredis-dev redis-server python3-psycopg \
 		python3-psycopg2 python3-asyncpg pgbouncer python3-django python3-sqlalchemy debootstrap rsync debhelper postgresql-server-dev-all build-essential dpkg-dev clang-tidy clang-format libpostgresql-jdbc-java libspring-jdbc-java \
-		patroni etcd-server etcd-client python3-etcd; do
+		patroni etcd-server etcd-client python3-etcd nftables iproute2 util-linux patch; do
 		dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 	done
 	command -v g++ >/dev/null || need+=(g++)

@@ -67,17 +67,10 @@ LEFT JOIN LATERAL (
 	WHERE x.indrelid = k.relid AND x.indisprimary AND n.n <= x.indnkeyatts
 ) i ON true;
 
--- The guard's settings come from the registry, and the DDL the extension
--- follows is read in C: the helpers that read trigger arguments and
--- definitions go.
-DROP FUNCTION fencing._guard_key_changes_near(regclass);
-DROP FUNCTION fencing._check_guarded(regclass);
-DROP FUNCTION fencing._keep_history(regclass, regclass);
-DROP FUNCTION fencing._detached_partitions();
-
 -- Tokens are ordered by generation first (src/tokens.cpp): every
 -- (system, timeline) that issued tokens gets its generation, with the base 1
--- the library used on 0.2.0's objects, and the table is now dumped.
+-- the library used on 0.2.0's objects, and the table is now dumped.  (Here,
+-- while 0.2.0's event triggers still find their helpers.)
 ALTER TABLE fencing.token_timelines ADD COLUMN generation bigint;
 UPDATE fencing.token_timelines SET generation = timeline OPERATOR(pg_catalog.+) 1;
 ALTER TABLE fencing.token_timelines ALTER COLUMN generation SET NOT NULL;
@@ -86,6 +79,14 @@ COMMENT ON TABLE fencing.token_timelines IS
 '(system identifier, timeline) pairs that issued tokens, with the first token and the generation of each';
 COMMENT ON SEQUENCE fencing.token_seq IS
 'a bound at or above every fencing token handed out, for every resource';
+
+-- The guard's settings come from the registry, and the DDL the extension
+-- follows is read in C: the helpers that read trigger arguments and
+-- definitions go.
+DROP FUNCTION fencing._guard_key_changes_near(regclass);
+DROP FUNCTION fencing._check_guarded(regclass);
+DROP FUNCTION fencing._keep_history(regclass, regclass);
+DROP FUNCTION fencing._detached_partitions();
 
 --@include sql/src/guard.sql
 

@@ -436,7 +436,11 @@ class Run:
         python_path = None if self.args.patroni == "stock" else patched_patroni(self.tmp)
         params = {}
         if self.args.confirmation:
+            # Standbys reply every second; a primary that heard none for 2 s
+            # refuses grants and renewals (docs/ha.md).
             params["fencing.grant_confirmation"] = self.args.confirmation
+            params["fencing.standby_reply_timeout"] = "2s"
+            params["wal_receiver_status_interval"] = "1s"
         self.cluster = PCluster(self.tmp, self.net, python_path, params)
         self.store = Store(self.tmp, self.net)
         self.store.start()
