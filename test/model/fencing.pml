@@ -237,7 +237,7 @@ inline acquire(me)
             tok = token_of(0, low[0]);
             if
             :: !promoted -> r_low = low[0]; r_holder = me; r_tok = tok   /* replicated */
-            :: else -> skip     /* not (yet): lost if Q is promoted now */
+            :: skip             /* not (yet): lost if Q is promoted now */
             fi
         :: else ->
             low[1]++; tok = token_of(1, low[1])
