@@ -34,6 +34,7 @@
  *   NO_FENCE, NO_UNFENCED     leave out fenced writes / the tokenless client
  *   WITNESS                   stop at the first stale UPDATE refused
  *   WORKERS KEYS GRANTS       bounds; PROPS  bit set of checked properties
+ *   MARGIN AHEAD              PRIMARIES: 0.2.0's margin; how far P's clock runs ahead
  */
 
 #ifndef WORKERS
@@ -187,9 +188,9 @@ end:
  *
  * A token is (generation, low): P's generation g, Q's g + 1; low follows the
  * server's clock, above the previous low (a hybrid logical clock), so it
- * goes up by at least 1 per grant, and P's clock may run ahead at any grant
- * (its low jumps by AHEAD more). Q's clock does not run ahead: P's is the
- * worst case. Q's low starts at the replicated one; CLOCK_ONLY (0.2.0) has no
+ * goes up by at least 1 per grant, and P's clock may run ahead, at any one
+ * grant (its low jumps by AHEAD more; once, for the bound). Q's clock does not
+ * run ahead: P's is the worst case. Q's low starts at the replicated one; CLOCK_ONLY (0.2.0) has no
  * generation, and Q's first token is MARGIN ahead of it instead.
  */
 #ifndef MARGIN
@@ -211,7 +212,7 @@ byte ltoken[2];
 bool live[2];
 byte low[2];            /* the last low issued */
 bool promoted;
-bool ahead;            /* P's clock has run ahead (once: by AHEAD) */
+bool ahead;             /* P's clock has run ahead (once: by AHEAD) */
 byte r_low, r_holder, r_tok;    /* P's state as far as it reached Q, until the promotion */
 byte qfirst;            /* ghost for P11: Q's first token (its lowest), 0 = none yet */
 
@@ -352,6 +353,7 @@ byte fmark;             /* fence(): the resource's high-water mark */
  * Ghosts: last = token of the key's last accepted write; hw = highest token
  * the key has accepted, TRUNCATE counting for every key; lastg = the grant
  * (never reset, unlike tokens) of the last accepted write, 0 = no grant.
+ * A ghost that no checked property reads is not kept: fewer states.
  */
 #define HW_GHOST (want(2) || want(4) || want(6))
 byte last[KEYS + 1];
@@ -380,7 +382,7 @@ inline accepted(k, t, g, re)
 #else
     lastg[k] = g;
 #endif
-    if  /* ghosts only the properties checked need: fewer states */
+    if
     :: want(1) -> last[k] = t
     :: else -> skip
     fi;
