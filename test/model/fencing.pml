@@ -22,12 +22,19 @@
  *   SAME_TOKEN                lease service: acquire() by the last holder
  *                             gives it its last token again
  *
+ *   PRIMARIES                 two lock managers: the old primary P keeps
+ *                             granting after Q is promoted (a partition, a
+ *                             stalled HA agent); tokens (generation, low)
+ *   CLOCK_ONLY                with PRIMARIES: tokens are the clock-based low
+ *                             only, Q's first MARGIN ahead (0.2.0)
+ *
  *   REUSE                     a restarted worker reuses its holder name while
  *                             the old incarnation may still renew/release
  *   NO_WRITES                 workers only acquire, renew and release
  *   NO_FENCE, NO_UNFENCED     leave out fenced writes / the tokenless client
  *   WITNESS                   stop at the first stale UPDATE refused
  *   WORKERS KEYS GRANTS       bounds; PROPS  bit set of checked properties
+ *   MARGIN AHEAD              PRIMARIES: 0.2.0's margin; how far P's clock runs ahead
  */
 
 #ifndef WORKERS
@@ -45,6 +52,12 @@
 #else
 #define PROPS 479       /* P6 is strict mode's: all but P6 */
 #endif
+#endif
+#if defined(PRIMARIES) && (defined(RESET) || defined(REUSE) || defined(ACQUIRE_ANY) || defined(BY_NAME) || defined(SAME_TOKEN))
+#error "PRIMARIES has a lease service of its own: no RESET, REUSE or lease variant"
+#endif
+#if defined(CLOCK_ONLY) && !defined(PRIMARIES)
+#error "CLOCK_ONLY is a variant of PRIMARIES"
 #endif
 #if KEYS > 3
 #error "any_write() picks one of at most 3 keys"
@@ -67,10 +80,12 @@
  * which may let a live lease expire at any moment. That is every pause of a
  * holder longer than the TTL (GC, I/O, SIGSTOP), heartbeat included.
  */
+#ifndef PRIMARIES
 byte counter;           /* last token issued (fencing.token_seq / INCR) */
 byte holder;            /* holder of the lease, 0 = none */
 byte ltoken;            /* its token */
 bool live;              /* neither released nor expired */
+#endif
 byte grants;            /* grants so far: the model's bound */
 
 /* ghosts of the reset, for P4 */
@@ -90,6 +105,7 @@ byte issued;
     :: else -> skip \
     fi
 
+#ifndef PRIMARIES
 /* renew(me, t) and release(me, t) find the live lease of (me, t) */
 #ifdef BY_NAME
 #define lease_is(me, t) (live && holder == (me))    /* the token is not checked */
@@ -159,6 +175,130 @@ end:
     }
 }
 #endif
+#endif /* !PRIMARIES */
+
+#ifdef PRIMARIES
+/* ------------------------------------------------------------------------
+ * Two lock managers: the old primary P (0) and the new primary Q (1), each
+ * with its own lease of the resource and its own token issuer. Q is promoted
+ * once, at a moment the search picks, with the state P had replicated to it
+ * so far: asynchronous replication may have lost P's tail. After that both
+ * grant (a network partition, a stalled HA agent); a worker may acquire from
+ * either, and all write to the one storage.
+ *
+ * A token is (generation, low): P's generation g, Q's g + 1; low follows the
+ * server's clock, above the previous low (a hybrid logical clock), so it
+ * goes up by at least 1 per grant, and P's clock may run ahead, at any one
+ * grant (its low jumps by AHEAD more; once, for the bound). Q's clock does not
+ * run ahead: P's is the worst case. Q's low starts at the replicated one; CLOCK_ONLY (0.2.0) has no
+ * generation, and Q's first token is MARGIN ahead of it instead.
+ */
+#ifndef MARGIN
+#define MARGIN 2        /* CLOCK_ONLY: Q's first low is MARGIN above P's replicated one */
+#endif
+#ifndef AHEAD
+#define AHEAD (MARGIN + 1)  /* P's clock may run ahead by more than the margin */
+#endif
+#define LOWS 32         /* lows stay below this: (generation, low) = generation * LOWS + low */
+#ifdef CLOCK_ONLY
+#define token_of(srv, l) (l)
+#else
+#define token_of(srv, l) (((srv) + 1) * LOWS + (l))  /* generation first */
+#endif
+#define srv_name(srv) ((srv) == 0 -> 'P' : 'Q')
+
+byte holder[2];         /* per lock manager, as above */
+byte ltoken[2];
+bool live[2];
+byte low[2];            /* the last low issued */
+bool promoted;
+bool ahead;             /* P's clock has run ahead (once: by AHEAD) */
+byte r_low, r_holder, r_tok;    /* P's state as far as it reached Q, until the promotion */
+byte qfirst;            /* ghost for P11: Q's first token (its lowest), 0 = none yet */
+
+/* The worker's `grant` is the leadership of its grant: 1 = P, 2 = Q. */
+#define lease_is(me, t) (live[grant - 1] && holder[grant - 1] == (me) && ltoken[grant - 1] == (t))
+
+inline acquire(me)
+{
+    atomic {
+        grants < GRANTS && (!live[0] || promoted && !live[1]) ->
+        if
+        :: !live[0] -> grant = 1
+        :: promoted && !live[1] -> grant = 2
+        fi;
+        grants++;
+        if
+        :: grant == 1 ->
+            if
+            :: low[0] = low[0] + 1
+            :: !ahead -> low[0] = low[0] + 1 + AHEAD; ahead = true;
+                printf("P's clock runs ahead by %d\n", AHEAD)
+            fi;
+            tok = token_of(0, low[0]);
+            if
+            :: !promoted -> r_low = low[0]; r_holder = me; r_tok = tok   /* replicated */
+            :: skip             /* not (yet): lost if Q is promoted now */
+            fi
+        :: else ->
+            low[1]++; tok = token_of(1, low[1])
+        fi;
+        assert(low[grant - 1] < LOWS);
+#ifdef CLOCK_ONLY
+        printf("%c acquires the lease from %c: token %d\n", name(me), srv_name(grant - 1), tok);
+#else
+        printf("%c acquires the lease from %c: token %d = (generation %d, low %d)\n",
+               name(me), srv_name(grant - 1), tok, grant, low[grant - 1]);
+#endif
+        check(11, grant == 2 || qfirst == 0 || tok < qfirst, "P11 violated: the old primary issued a token above one of the new primary's\n");
+        check(11, grant == 1 || tok > token_of(0, low[0]) || low[0] == 0, "P11 violated: the new primary issued a token not above one of the old primary's\n");
+        if
+        :: grant == 2 && qfirst == 0 -> qfirst = tok
+        :: else -> skip
+        fi;
+        holder[grant - 1] = me; ltoken[grant - 1] = tok; live[grant - 1] = true
+    }
+}
+
+/* A lease that ends is forgotten: fewer states, and nothing reads it. */
+#define lease_ends(srv) live[srv] = false; holder[srv] = 0; ltoken[srv] = 0
+
+inline release_true(me, t)
+{
+    lease_ends(grant - 1)
+}
+
+/* Each lease expires by its own server's clock, at any moment. */
+active proctype clock()
+{
+end:
+    do
+    :: d_step { live[0] -> printf("P: lease of %c (token %d) expires\n", name(holder[0]), ltoken[0]);
+                lease_ends(0) }
+    :: d_step { live[1] -> printf("Q: lease of %c (token %d) expires\n", name(holder[1]), ltoken[1]);
+                lease_ends(1) }
+    od
+}
+
+/* Q is promoted, once, at any moment (or never), with the replicated state:
+ * the lease row of P's last replicated grant (live until Q's clock expires
+ * it) and its low. */
+active proctype promotion()
+{
+end:
+    d_step {
+#ifdef CLOCK_ONLY
+        low[1] = r_low + MARGIN;
+#else
+        low[1] = r_low;
+#endif
+        holder[1] = r_holder; ltoken[1] = r_tok; live[1] = (r_holder != 0);
+        promoted = true;
+        printf("Q is promoted: P's state replicated so far: low %d, lease token %d; P keeps granting\n", r_low, r_tok);
+        r_low = 0; r_holder = 0; r_tok = 0
+    }
+}
+#endif /* PRIMARIES */
 
 /* ------------------------------------------------------------------------
  * Storage: one protected table, rows 0..KEYS-1 keyed by primary key, and
@@ -213,10 +353,20 @@ byte fmark;             /* fence(): the resource's high-water mark */
  * Ghosts: last = token of the key's last accepted write; hw = highest token
  * the key has accepted, TRUNCATE counting for every key; lastg = the grant
  * (never reset, unlike tokens) of the last accepted write, 0 = no grant.
+ * A ghost that no checked property reads is not kept: fewer states.
  */
+#define HW_GHOST (want(2) || want(4) || want(6))
 byte last[KEYS + 1];
 byte hw[KEYS + 1];
 byte lastg[KEYS + 1];
+#ifdef PRIMARIES
+/* the newest leadership (1 = P, 2 = Q) whose write the key has accepted,
+ * TRUNCATE counting for every key; g is the leadership, not a grant number */
+byte lead[KEYS + 1];
+#define newer(k, g) lead[k] = max(lead[k], g)
+#else
+#define newer(k, g) skip
+#endif
 
 inline accepted(k, t, g, re)
 {
@@ -226,7 +376,20 @@ inline accepted(k, t, g, re)
     check(4, !re || t > hw[k], "P4 violated: a reissued token passed where that number (or higher) was accepted before\n");
     check(5, g >= lastg[k], "P5 violated: a write of an older grant after one of a newer grant\n");
     check(6, k == KEYS || t > hw[k], "P6 violated: strict mode accepted a token not above the key's high-water mark\n");
-    last[k] = t; hw[k] = max(hw[k], t); lastg[k] = g
+#ifdef PRIMARIES
+    check(10, g >= lead[k], "P10 violated: a write of the old primary's grant accepted after one of the new primary's\n");
+    newer(k, g);
+#else
+    lastg[k] = g;
+#endif
+    if
+    :: want(1) -> last[k] = t
+    :: else -> skip
+    fi;
+    if
+    :: HW_GHOST -> hw[k] = max(hw[k], t)
+    :: else -> skip
+    fi
 }
 
 /* One statement of `who` with token t (0: none) under grant g; re: t is a
@@ -279,7 +442,11 @@ inline storage(who, op, k, t, g, re)
                 :: row[i] -> accepted(i, t, g, re); row[i] = false
                 :: else -> skip
                 fi;
-                hw[i] = max(hw[i], t)       /* the floor speaks for every key */
+                if
+                :: HW_GHOST -> hw[i] = max(hw[i], t)    /* the floor speaks for every key */
+                :: else -> skip
+                fi;
+                newer(i, g)
             }
             floor = max(floor, t)
         :: else -> printf("%c TRUNCATE with token %d: refused\n", who, t)
