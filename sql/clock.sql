@@ -19,6 +19,22 @@ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS before \gset
 SELECT fencing.acquire('clock:2', 'a', '1 min') AS t2 \gset
 SELECT :t2 > :t1 AS increases, (:t2 & (2 ^ 42 - 1)::bigint) >= :before AS follows_clock;
 
+-- fencing.token_at(): the lowest token of this generation at a moment, a
+-- compaction floor; owner only; bad moments refused.
+SELECT fencing.token_at(clock_timestamp() - interval '1 day') < :t1 AS yesterday_below,
+       fencing.token_at(clock_timestamp() + interval '1 hour') > :t2 AS in_an_hour_above,
+       fencing.token_at(clock_timestamp()) >> 42 = :t1 >> 42 AS same_generation,
+       fencing.token_at('1970-01-01 00:00:01+00') & (2 ^ 42 - 1)::bigint AS one_second;
+SELECT fencing.token_at('infinity');
+SELECT fencing.token_at('1969-12-31 23:59:59+00');
+SELECT fencing.token_at('2200-01-01');
+SELECT fencing.token_at(NULL) IS NULL AS strict;
+CREATE ROLE clock_reader;
+SET ROLE clock_reader;
+SELECT fencing.token_at(now());
+RESET ROLE;
+DROP ROLE clock_reader;
+
 -- A new history - a new database here, as after a restore from a dump; a
 -- promotion or a point-in-time restore is one too - gets the margin on its
 -- first grant, and is recorded with its first token and generation.

@@ -741,6 +741,34 @@ void require_grant_confirmation()
 		                 "standbys follow, or retry.")));
 }
 
+/*
+ * token_at(at timestamptz) RETURNS bigint: the lowest token this server
+ * issues at `at` in its current generation (its clock then, without margin
+ * or lead); a compaction floor for "every grant older than at".
+ */
+FENCING_FUNCTION(token_at)
+{
+	/* Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01. */
+	constexpr int64 unix_epoch_offset =
+	    int64{POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE} * SECS_PER_DAY * USECS_PER_SEC;
+	TimestampTz at = PG_GETARG_TIMESTAMPTZ(0);
+	if (TIMESTAMP_NOT_FINITE(at))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("the time of a token must be finite")));
+	int64 low = saturating_add(at, unix_epoch_offset) / 1000;
+	if (low < 0 || low > max_low)
+		ereport(ERROR,
+		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		         errmsg("tokens follow the clock from 1970 to 2109 only"),
+		         errdetail("The clock part of a token is milliseconds since 1970, below 2^42.")));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "fencing: SPI_connect failed");
+	bool recorded;
+	int64 generation = generation_now(&recorded);
+	SPI_finish();
+	PG_RETURN_INT64(generation_start(generation) + low);
+}
+
 void define_token_settings()
 {
 	DefineCustomIntVariable(

@@ -87,6 +87,18 @@ REVOKE ALL ON FUNCTION fencing.high_water_mark() FROM PUBLIC;
 COMMENT ON FUNCTION fencing.high_water_mark() IS
 'the highest token held by protected tables, deleted-key marks, truncate floors, fences and leases; 0 if none';
 
+-- The lowest token this server's lock manager issues at a moment, in its
+-- current generation: a compaction floor for "every grant older than ...".
+-- Tokens of earlier generations (before the last promotion) are all below
+-- it.  For the owner, as compaction is.
+CREATE OR REPLACE FUNCTION fencing.token_at(at timestamptz)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'token_at'
+LANGUAGE C STABLE STRICT;
+REVOKE ALL ON FUNCTION fencing.token_at(timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION fencing.token_at(timestamptz) IS
+'the lowest token this server issues at that moment in its current generation (a floor for compaction)';
+
 -- The highest value of a bigint column over a table and its partitions, read
 -- in C (src/ddl.cpp); for high_water_mark().
 CREATE OR REPLACE FUNCTION fencing._highest_token(rel regclass, token_column name)
