@@ -40,3 +40,27 @@ SELECT (:t3 >> 42) - 512 - :tl AS own_base;
 
 \c :regress_db
 DROP DATABASE fencing_generations;
+
+-- 0.2.0's objects served by this library (before ALTER EXTENSION UPDATE):
+-- after a pg_upgrade there (a new system), tokens still go above the
+-- generations the old system issued, which 0.2.0's rows carry in their first
+-- token only; the update records those generations.  System 42 issued
+-- generation tl + 5 on its timeline tl + 4 with this library, and 0.2.0's
+-- clock tokens on timeline 1.
+CREATE DATABASE fencing_generations;
+\c fencing_generations
+CREATE EXTENSION fencing VERSION '0.2.0';
+INSERT INTO fencing.token_timelines VALUES
+	(42, 1, 1700000000000000, now()),
+	(42, :tl + 4, ((512 + :tl + 5)::bigint << 42) + 1000, now());
+SELECT fencing.acquire('g:4', 'a', '1 min') AS t4 \gset
+SELECT (:t4 >> 42) - 512 > :tl + 5 AS above_old_system;
+ALTER EXTENSION fencing UPDATE TO '0.3.0';
+SELECT system_identifier = :sys AS this_system, timeline - :tl AS timeline_minus_tl,
+       generation - :tl AS generation_minus_tl
+FROM fencing.token_timelines ORDER BY 1, 2;
+SELECT fencing.acquire('g:5', 'a', '1 min') AS t5 \gset
+SELECT :t5 > :t4 AS increases, :t5 >> 42 = :t4 >> 42 AS same_generation;
+
+\c :regress_db
+DROP DATABASE fencing_generations;

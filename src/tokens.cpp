@@ -197,6 +197,7 @@ int64 known_history = 0;
 SPIPlanPtr history_plan = nullptr;
 SPIPlanPtr record_plans[2] = {nullptr, nullptr}; /* without, with the generation */
 SPIPlanPtr base_plan = nullptr;
+SPIPlanPtr base_plan_0_2_0 = nullptr;
 
 Oid history_sequence()
 {
@@ -234,8 +235,9 @@ bool history_current(Oid sequence, int64 key)
  * answer on every copy of the same data, so a standby promoted before the
  * record reached it still gets a generation above its old primary's.
  * `recorded`: whether the table has this (system, timeline) with this
- * generation already.  0.2.0's and 0.1.0's objects (layout.hpp) record no
- * generations: base 1.  Call inside SPI_connect.
+ * generation already.  0.2.0's objects (layout.hpp) record no generations:
+ * the first tokens of their rows tell them; 0.1.0's have no rows: base 1.
+ * Call inside SPI_connect.
  */
 int64 generation_now(bool *recorded)
 {
@@ -265,6 +267,35 @@ int64 generation_now(bool *recorded)
 			base = std::max(int64{1}, DatumGetInt64(value));
 		Datum known = SPI_processed > 0 ? result_value(0, 2, &isnull) : 0;
 		*recorded = !isnull && DatumGetInt64(known) >= saturating_add(base, timeline);
+	} else if (installed_layout() == Layout::v0_2_0) {
+		/*
+		 * 0.2.0's table has no generation column, but the first token of a
+		 * row this library recorded there carries it: the same base as above
+		 * (pg_upgrade before ALTER EXTENSION UPDATE is a new system), which
+		 * the update records (sql/upgrade/0.2.0--0.3.0.sql).
+		 */
+		Oid types[1] = {INT8OID};
+		SPIPlanPtr plan = kept_plan(
+		    &base_plan_0_2_0,
+		    "SELECT GREATEST("
+		    " (SELECT pg_catalog.max((t.first_token OPERATOR(pg_catalog.>>) 42)"
+		    "   OPERATOR(pg_catalog.-) 512 OPERATOR(pg_catalog.-) t.timeline)"
+		    "  FROM fencing.token_timelines t WHERE t.system_identifier OPERATOR(pg_catalog.=) $1"
+		    "  AND t.first_token OPERATOR(pg_catalog.>=) (513::pg_catalog.int8"
+		    "   OPERATOR(pg_catalog.<<) 42)),"
+		    " (SELECT pg_catalog.max((t.first_token OPERATOR(pg_catalog.>>) 42)"
+		    "   OPERATOR(pg_catalog.-) 512)"
+		    "  FROM fencing.token_timelines t WHERE t.system_identifier OPERATOR(pg_catalog.<>) $1"
+		    "  AND t.first_token OPERATOR(pg_catalog.>=) (513::pg_catalog.int8"
+		    "   OPERATOR(pg_catalog.<<) 42)) OPERATOR(pg_catalog.+) 1,"
+		    " 1)",
+		    1, types);
+		Datum values[1] = {Int64GetDatum(static_cast<int64>(GetSystemIdentifier()))};
+		run_plan(plan, values, nullptr, true, SPI_OK_SELECT);
+		bool isnull = true;
+		Datum value = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
+		if (!isnull)
+			base = std::max(int64{1}, DatumGetInt64(value));
 	}
 	int64 generation = saturating_add(base, timeline);
 	if (generation > max_generation)
