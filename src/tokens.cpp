@@ -197,6 +197,7 @@ int64 known_history = 0;
 SPIPlanPtr history_plan = nullptr;
 SPIPlanPtr record_plans[2] = {nullptr, nullptr}; /* without, with the generation */
 SPIPlanPtr base_plan = nullptr;
+SPIPlanPtr base_plan_0_2_0 = nullptr;
 
 Oid history_sequence()
 {
@@ -225,13 +226,17 @@ bool history_current(Oid sequence, int64 key)
 
 /*
  * The generation of this server's (system, timeline): its timeline plus the
- * system's base.  The base is what fencing.token_timelines records for the
- * system (generation - timeline of any of its rows), or, for a system it has
- * no row of, one above the highest generation recorded by any other: the
- * same answer on every copy of the same data, so a standby promoted before
- * the record reached it still gets a generation above its old primary's.
- * `recorded`: whether the table has this (system, timeline) already.
- * 0.2.0's and 0.1.0's objects (layout.hpp) record no generations: base 1.
+ * system's base.  The base is the highest of what fencing.token_timelines
+ * records for the system (generation - timeline of its rows) and one above
+ * the highest generation recorded by any other system: a system seen for the
+ * first time starts above every other, and so does one that sees its data
+ * come back after it lived on another system (dumped there and restored here
+ * again) - every generation recorded is one some system issued.  The same
+ * answer on every copy of the same data, so a standby promoted before the
+ * record reached it still gets a generation above its old primary's.
+ * `recorded`: whether the table has this (system, timeline) with this
+ * generation already.  0.2.0's objects (layout.hpp) record no generations:
+ * the first tokens of their rows tell them; 0.1.0's have no rows: base 1.
  * Call inside SPI_connect.
  */
 int64 generation_now(bool *recorded)
@@ -243,14 +248,13 @@ int64 generation_now(bool *recorded)
 		Oid types[2] = {INT8OID, INT4OID};
 		SPIPlanPtr plan = kept_plan(
 		    &base_plan,
-		    "SELECT COALESCE("
-		    " (SELECT t.generation OPERATOR(pg_catalog.-) t.timeline"
-		    "  FROM fencing.token_timelines t WHERE t.system_identifier OPERATOR(pg_catalog.=) $1"
-		    "  ORDER BY t.timeline LIMIT 1),"
-		    " (SELECT pg_catalog.max(t.generation) FROM fencing.token_timelines t)"
-		    "  OPERATOR(pg_catalog.+) 1,"
+		    "SELECT GREATEST("
+		    " (SELECT pg_catalog.max(t.generation OPERATOR(pg_catalog.-) t.timeline)"
+		    "  FROM fencing.token_timelines t WHERE t.system_identifier OPERATOR(pg_catalog.=) $1),"
+		    " (SELECT pg_catalog.max(t.generation) FROM fencing.token_timelines t"
+		    "  WHERE t.system_identifier OPERATOR(pg_catalog.<>) $1) OPERATOR(pg_catalog.+) 1,"
 		    " 1),"
-		    " EXISTS (SELECT FROM fencing.token_timelines t"
+		    " (SELECT t.generation FROM fencing.token_timelines t"
 		    "  WHERE t.system_identifier OPERATOR(pg_catalog.=) $1"
 		    "  AND t.timeline OPERATOR(pg_catalog.=) $2)",
 		    2, types);
@@ -262,7 +266,36 @@ int64 generation_now(bool *recorded)
 		if (!isnull)
 			base = std::max(int64{1}, DatumGetInt64(value));
 		Datum known = SPI_processed > 0 ? result_value(0, 2, &isnull) : 0;
-		*recorded = !isnull && DatumGetBool(known);
+		*recorded = !isnull && DatumGetInt64(known) >= saturating_add(base, timeline);
+	} else if (installed_layout() == Layout::v0_2_0) {
+		/*
+		 * 0.2.0's table has no generation column, but the first token of a
+		 * row this library recorded there carries it: the same base as above
+		 * (pg_upgrade before ALTER EXTENSION UPDATE is a new system), which
+		 * the update records (sql/upgrade/0.2.0--0.3.0.sql).
+		 */
+		Oid types[1] = {INT8OID};
+		SPIPlanPtr plan = kept_plan(
+		    &base_plan_0_2_0,
+		    "SELECT GREATEST("
+		    " (SELECT pg_catalog.max((t.first_token OPERATOR(pg_catalog.>>) 42)"
+		    "   OPERATOR(pg_catalog.-) 512 OPERATOR(pg_catalog.-) t.timeline)"
+		    "  FROM fencing.token_timelines t WHERE t.system_identifier OPERATOR(pg_catalog.=) $1"
+		    "  AND t.first_token OPERATOR(pg_catalog.>=) (513::pg_catalog.int8"
+		    "   OPERATOR(pg_catalog.<<) 42)),"
+		    " (SELECT pg_catalog.max((t.first_token OPERATOR(pg_catalog.>>) 42)"
+		    "   OPERATOR(pg_catalog.-) 512)"
+		    "  FROM fencing.token_timelines t WHERE t.system_identifier OPERATOR(pg_catalog.<>) $1"
+		    "  AND t.first_token OPERATOR(pg_catalog.>=) (513::pg_catalog.int8"
+		    "   OPERATOR(pg_catalog.<<) 42)) OPERATOR(pg_catalog.+) 1,"
+		    " 1)",
+		    1, types);
+		Datum values[1] = {Int64GetDatum(static_cast<int64>(GetSystemIdentifier()))};
+		run_plan(plan, values, nullptr, true, SPI_OK_SELECT);
+		bool isnull = true;
+		Datum value = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
+		if (!isnull)
+			base = std::max(int64{1}, DatumGetInt64(value));
 	}
 	int64 generation = saturating_add(base, timeline);
 	if (generation > max_generation)
@@ -299,7 +332,9 @@ int64 clock_floor(int64 generation, bool first_on_history)
 /*
  * Records, for people to read and for the generations of other systems, that
  * this (system, timeline) issued tokens, the first being `token` (or the
- * first of a reservation after the first record rolled back).  Rolled back
+ * first of a reservation after the first record rolled back), with its
+ * generation (raised on a row recorded before with a lower one: the data
+ * came back from another system that issued higher generations).  Rolled back
  * with its transaction (the history sequence is what counts for the margin;
  * the generation is computed again the same way).  While another transaction is
  * recording it, this one leaves it to that one rather than wait for it.
@@ -318,7 +353,10 @@ void record_history(Oid sequence, int64 token, int64 generation)
 	                                " (system_identifier, timeline, first_token, started_at,"
 	                                " generation)"
 	                                " VALUES ($1, $2, $3, pg_catalog.clock_timestamp(), $4)"
-	                                " ON CONFLICT DO NOTHING"
+	                                " ON CONFLICT (system_identifier, timeline) DO UPDATE"
+	                                " SET generation = EXCLUDED.generation"
+	                                " WHERE token_timelines.generation"
+	                                " OPERATOR(pg_catalog.<) EXCLUDED.generation"
 	                              : "INSERT INTO fencing.token_timelines"
 	                                " (system_identifier, timeline, first_token, started_at)"
 	                                " VALUES ($1, $2, $3, pg_catalog.clock_timestamp())"

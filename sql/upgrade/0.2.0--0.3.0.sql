@@ -68,11 +68,17 @@ LEFT JOIN LATERAL (
 ) i ON true;
 
 -- Tokens are ordered by generation first (src/tokens.cpp): every
--- (system, timeline) that issued tokens gets its generation, with the base 1
--- the library used on 0.2.0's objects, and the table is now dumped.  (Here,
+-- (system, timeline) that issued tokens gets its generation - the one its
+-- first token carries if this library issued it on 0.2.0's objects, else
+-- base 1 (0.2.0's clock tokens are below every generation) - and the table
+-- is now dumped.  (Here,
 -- while 0.2.0's event triggers still find their helpers.)
 ALTER TABLE fencing.token_timelines ADD COLUMN generation bigint;
-UPDATE fencing.token_timelines SET generation = timeline OPERATOR(pg_catalog.+) 1;
+UPDATE fencing.token_timelines SET generation = CASE
+	WHEN first_token OPERATOR(pg_catalog.>=) (513::pg_catalog.int8 OPERATOR(pg_catalog.<<) 42)
+	THEN pg_catalog.int8larger((first_token OPERATOR(pg_catalog.>>) 42) OPERATOR(pg_catalog.-) 512,
+	                           timeline OPERATOR(pg_catalog.+) 1)
+	ELSE timeline OPERATOR(pg_catalog.+) 1 END;
 ALTER TABLE fencing.token_timelines ALTER COLUMN generation SET NOT NULL;
 SELECT pg_catalog.pg_extension_config_dump('fencing.token_timelines', '');
 COMMENT ON TABLE fencing.token_timelines IS
