@@ -152,7 +152,12 @@ SELECT fencing.acquire('batch:idle', 'b', '1 hour') > :live_token AS above_the_f
 -- could only stop every writer for good.
 \set VERBOSITY sqlstate
 SELECT fencing.compact_resources(:live_token + 1000000000000, 'batch:');
+-- Nor does a fence's token count: any caller picks it, and the floor would
+-- push every later grant of the database to the end of its generation.
+SELECT fencing.fence('batch:pushed', ((:live_token >> 42) + 1 << 42) - 10) > 0 AS fenced_far_ahead;
+SELECT fencing.compact_resources(((:live_token >> 42) + 1 << 42) - 20, 'batch:');
 \set VERBOSITY default
+SELECT count(*) AS no_floor_raised FROM fencing.resource_floors WHERE token > :live_token;
 -- One above the highest token seen is allowed: it removes every idle row
 -- (tokens here run ahead of the clock by the first grant's failover margin).
 SELECT fencing.release('batch:idle', 'b', (SELECT token FROM fencing.resources WHERE resource = 'batch:idle'));

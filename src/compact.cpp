@@ -175,18 +175,21 @@ FENCING_FUNCTION(compact_resources)
 	Datum prefix = PG_GETARG_DATUM(1);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "fencing: SPI_connect failed");
-	run_resource_sql("SELECT GREATEST("
-	                 " (SELECT pg_catalog.max(r.token) FROM fencing.resources r"
-	                 "   WHERE pg_catalog.starts_with(r.resource, $1)),"
-	                 " (SELECT pg_catalog.max(f.token) FROM fencing.fences f"
-	                 "   WHERE pg_catalog.starts_with(f.resource, $1)))",
+	/*
+	 * What the lock manager issued, not the fences: a fence's token comes
+	 * from any caller, and a floor is also the least token acquire() may
+	 * give the prefix's resources - above what it can issue, it would push
+	 * every later grant of the database to the end of its generation.
+	 */
+	run_resource_sql("SELECT pg_catalog.max(r.token) FROM fencing.resources r"
+	                 " WHERE pg_catalog.starts_with(r.resource, $1)",
 	                 prefix, below, SPI_OK_SELECT);
 	bool isnull = true;
 	Datum highest = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
 	int64 seen = issuable_now();
 	if (!isnull)
 		seen = std::max(seen, DatumGetInt64(highest));
-	check_floor(below, seen, "the resources have");
+	check_floor(below, seen, "the lock manager issued for these resources");
 	run_resource_sql("INSERT INTO fencing.resource_floors AS f (prefix, token) VALUES ($1, $2)"
 	                 " ON CONFLICT ON CONSTRAINT resource_floors_pkey"
 	                 " DO UPDATE SET token = EXCLUDED.token, raised_at = pg_catalog.now()"

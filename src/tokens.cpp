@@ -15,8 +15,10 @@
  * Within a generation, low follows the server's clock in milliseconds since
  * 1970, as a hybrid logical clock does: max(previous + 1, now), plus
  * fencing.failover_margin on the first grant of a (system, timeline) that
- * has not issued tokens before.  That covers what has no new timeline: a
- * file-level copy restored on the same system.
+ * has not issued tokens before in this database (its history sequence
+ * says so).  That covers a dump restored into the same cluster, which has
+ * no new timeline; a file-level copy restored on the same system has the
+ * same history and relies on the clock alone (docs/leases.md).
  *
  * Tokens are never issued twice: the sequence fencing.token_seq always holds
  * a bound at or above every token handed out (a sequence does not roll back
