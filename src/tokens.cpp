@@ -85,10 +85,11 @@ constexpr int64 max_low = (int64{1} << low_bits) - 1;
 /* The tokens acquire() issues stay below 2^53, exact in a double (JavaScript, JSON). */
 constexpr int64 max_issued_token = (int64{1} << 53) - 1;
 
-/* The first token of a generation. */
+/* The first token of a generation (generations are 1 to max_generation + 1). */
 int64 generation_start(int64 generation)
 {
-	return (first_generation_prefix + generation) << low_bits;
+	int64 prefix = first_generation_prefix + std::clamp(generation, int64{0}, max_generation + 1);
+	return prefix * (int64{1} << low_bits);
 }
 
 /*
