@@ -148,7 +148,7 @@ SELECT fencing.fence('batch:1', 200) AS previous_mark_is_the_floor;
 SELECT fencing.fence('other:1', 150) AS other_prefix_untouched;
 SELECT fencing.compact_resources(:live_token, 'batch:');
 SELECT fencing.acquire('batch:idle', 'b', '1 hour') > :live_token AS above_the_floor;
--- A floor above every token these resources have seen and above the clock
+-- A floor above every token the lock manager issued here and above the clock
 -- could only stop every writer for good.
 \set VERBOSITY sqlstate
 SELECT fencing.compact_resources(:live_token + 1000000000000, 'batch:');

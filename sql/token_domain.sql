@@ -106,13 +106,15 @@ INSERT INTO seen_high VALUES (3, 9223372036854775806);
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO seen_high VALUES (3, 9223372036854775807);
 SELECT fencing.compact('seen_high', 9223372036854775807) AS removed;
--- The same rule for resources: the clock and every token under the prefix.
+-- For resources: what the lock manager can issue (its generation and clock)
+-- and the leases' tokens under the prefix - not the fences': any caller
+-- picks a fence's token, and the floor is also acquire()'s least token.
 SELECT t.error_of($$SELECT fencing.compact_resources(9223372036854775807, 'td:none:')$$);
 SELECT fencing.fence('td:edge', 9223372036854775806) AS previous_is_the_floor_of_td;
-SELECT fencing.compact_resources(9223372036854775807, 'td:edge') AS removed;
--- A floor of 2^63 - 1 leaves acquire() nothing to issue: refused, and the
--- token sequence is not set forward (the next grant elsewhere is ordinary).
-SELECT t.error_of($$SELECT fencing.acquire('td:edge', 'a', '1 hour')$$);
+SELECT t.error_of($$SELECT fencing.compact_resources(9223372036854775807, 'td:edge')$$);
+-- So no floor leaves acquire() nothing to issue, and the grant is ordinary.
+SELECT token BETWEEN 100 AND 9007199254740991 AS granted
+FROM (SELECT fencing.acquire('td:edge', 'a', '1 hour') AS token OFFSET 0) g;
 SELECT token BETWEEN 100 AND 9007199254740991 AS granted
 FROM (SELECT fencing.acquire('td:after', 'a', '1 hour') AS token OFFSET 0) g;
 

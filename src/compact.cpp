@@ -189,7 +189,7 @@ FENCING_FUNCTION(compact_resources)
 	int64 seen = issuable_now();
 	if (!isnull)
 		seen = std::max(seen, DatumGetInt64(highest));
-	check_floor(below, seen, "the lock manager issued for these resources");
+	check_floor(below, seen, "the lock manager has");
 	run_resource_sql("INSERT INTO fencing.resource_floors AS f (prefix, token) VALUES ($1, $2)"
 	                 " ON CONFLICT ON CONSTRAINT resource_floors_pkey"
 	                 " DO UPDATE SET token = EXCLUDED.token, raised_at = pg_catalog.now()"

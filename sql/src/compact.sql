@@ -15,7 +15,9 @@ COMMENT ON FUNCTION fencing.compact(regclass, bigint) IS
 
 -- In C (src/compact.cpp), SECURITY DEFINER: the tables it writes are the
 -- extension owner's.  A floor is a token: not more than one above every token
--- the resources have seen and the clock, with arithmetic that cannot overflow.
+-- the lock manager issued for the resources and what it can issue by now
+-- (not the fences' tokens, which any caller picks: the floor is also
+-- acquire()'s least token), with arithmetic that cannot overflow.
 CREATE OR REPLACE FUNCTION fencing.compact_resources(below bigint, prefix text DEFAULT '')
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'compact_resources'
