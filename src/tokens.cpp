@@ -166,6 +166,14 @@ Grant grants[max_grants_named];
 int ngrants = 0;        /* how many of grants[] are used */
 int64 grants_total = 0; /* grants of this transaction, also beyond grants[] */
 
+/* A timestamp in microseconds since 1970 (PostgreSQL's epoch is 2000). */
+int64 unix_microseconds(TimestampTz at)
+{
+	constexpr int64 unix_epoch_offset =
+	    int64{POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE} * SECS_PER_DAY * USECS_PER_SEC;
+	return saturating_add(at, unix_epoch_offset);
+}
+
 /* Now in milliseconds since 1970. */
 int64 clock_milliseconds()
 {
@@ -711,10 +719,7 @@ bool replied_recently(int walsender, TimestampTz now)
 
 int64 clock_token()
 {
-	/* Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01. */
-	constexpr int64 unix_epoch_offset =
-	    int64{POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE} * SECS_PER_DAY * USECS_PER_SEC;
-	return saturating_add(GetCurrentTimestamp(), unix_epoch_offset);
+	return unix_microseconds(GetCurrentTimestamp());
 }
 
 int64 issuable_now()
@@ -789,14 +794,11 @@ void require_grant_confirmation()
  */
 FENCING_FUNCTION(token_at)
 {
-	/* Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01. */
-	constexpr int64 unix_epoch_offset =
-	    int64{POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE} * SECS_PER_DAY * USECS_PER_SEC;
 	TimestampTz at = PG_GETARG_TIMESTAMPTZ(0);
 	if (TIMESTAMP_NOT_FINITE(at))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("the time of a token must be finite")));
-	int64 low = saturating_add(at, unix_epoch_offset) / 1000;
+	int64 low = unix_microseconds(at) / 1000;
 	if (low < 0 || low > max_low)
 		ereport(ERROR,
 		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
