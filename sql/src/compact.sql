@@ -13,6 +13,17 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION fencing.compact(regclass, bigint) IS
 'raises a protected table''s floor to below (no write may present a lower token) and removes the deleted-key marks under it; returns how many';
 
+-- compact() a batch per transaction (src/compact.cpp): the floor is raised
+-- and committed first, and the marks go once every writer that may have read
+-- the old floor has ended; writers never wait for it.  CALLed on its own.
+CREATE OR REPLACE PROCEDURE fencing.compact_in_batches(target regclass, below bigint,
+                                                       batch_size integer DEFAULT 10000,
+                                                       INOUT removed bigint DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'compact_in_batches'
+LANGUAGE C;
+COMMENT ON PROCEDURE fencing.compact_in_batches(regclass, bigint, integer, bigint) IS
+'compact() without holding writers off: raises the floor, then removes the marks under it batch_size at a time, committing each batch';
+
 -- In C (src/compact.cpp), SECURITY DEFINER: the tables it writes are the
 -- extension owner's.  A floor is a token: not more than one above every token
 -- the lock manager issued for the resources and what it can issue by now
@@ -26,3 +37,15 @@ SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION fencing.compact_resources(bigint, text) FROM PUBLIC;
 COMMENT ON FUNCTION fencing.compact_resources(bigint, text) IS
 'raises the floor of resources named prefix...: removes their idle leases and fences below it; returns how many';
+
+-- compact_resources() a batch per transaction.  Not SECURITY DEFINER, which
+-- would forbid its commits: revoked from PUBLIC, it works on the extension's
+-- tables as their owner, in C.
+CREATE OR REPLACE PROCEDURE fencing.compact_resources_in_batches(below bigint, prefix text DEFAULT '',
+                                                                 batch_size integer DEFAULT 10000,
+                                                                 INOUT removed bigint DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'compact_resources_in_batches'
+LANGUAGE C;
+REVOKE ALL ON PROCEDURE fencing.compact_resources_in_batches(bigint, text, integer, bigint) FROM PUBLIC;
+COMMENT ON PROCEDURE fencing.compact_resources_in_batches(bigint, text, integer, bigint) IS
+'compact_resources() a batch per transaction, the floor committed first; returns how many it removed';
