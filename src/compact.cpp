@@ -177,9 +177,10 @@ constexpr int32 one_transaction_batch = 10000;
 
 /*
  * A protected table checked and its floor raised to `below` (not yet
- * committed), with `lockmode` on it and its partitions.  The relations of
- * its tree, in `keep`; on Citus, its marks are removed too and counted in
- * `*removed`, and the tree is empty.
+ * committed), with ShareRowExclusiveLock on it and its partitions: writers
+ * wait until the transaction ends.  The relations of its tree, in `keep`;
+ * on Citus, its marks are removed too and counted in `*removed`, and the
+ * tree is empty.
  */
 struct Tree {
 	Oid *relids;
@@ -202,10 +203,13 @@ Relation open_owned(Oid relid, LOCKMODE lockmode)
 	return rel;
 }
 
-Tree raise_table_floor(Oid relid, int64 below, LOCKMODE lockmode, MemoryContext keep,
-                       int64 *removed)
+Tree raise_table_floor(Oid relid, int64 below, MemoryContext keep, int64 *removed)
 {
-	Relation rel = open_owned(relid, lockmode);
+	/*
+	 * Writes wait while the floor goes up: one that read the old floor
+	 * cannot commit after the new one.
+	 */
+	Relation rel = open_owned(relid, ShareRowExclusiveLock);
 	if (rel == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
 		                errmsg("relation with OID %u does not exist", relid)));
@@ -222,15 +226,7 @@ Tree raise_table_floor(Oid relid, int64 below, LOCKMODE lockmode, MemoryContext 
 		     errmsg("relation \"%s\" is a partition of a protected table",
 		            RelationGetRelationName(rel)),
 		     errhint("Compact the protected table: its marks and floor cover its partitions.")));
-	/*
-	 * On Citus the marks live on the workers, looked up apart from the
-	 * floor: writes wait for the whole compaction.
-	 */
-	if (fence.citus_id != 0 && lockmode != ShareRowExclusiveLock) {
-		lockmode = ShareRowExclusiveLock;
-		LockRelationOid(relid, lockmode);
-	}
-	List *tree = find_all_inheritors(relid, lockmode, nullptr);
+	List *tree = find_all_inheritors(relid, ShareRowExclusiveLock, nullptr);
 	int64 seen = issuable_now();
 	if (fence.citus_id == 0)
 		seen = std::max(seen, highest_marked(tree));
@@ -400,24 +396,6 @@ bool commit_only(const void *)
 	return true;
 }
 
-/*
- * Waits until every transaction that had one of the tree's relations open
- * for writing when the floor was committed has ended: a transaction keeps
- * the floors it read for as long as it holds its lock (marks.cpp), and one
- * that opens a relation later reads the new floor.  New writers do not
- * wait, as with CREATE INDEX CONCURRENTLY.
- */
-void wait_for_writers(const Tree &tree)
-{
-	List *tags = NIL;
-	for (int i = 0; i < tree.count; i++) {
-		auto *tag = static_cast<LOCKTAG *>(palloc(sizeof(LOCKTAG)));
-		SET_LOCKTAG_RELATION(*tag, MyDatabaseId, tree.relids[i]);
-		tags = lappend(tags, tag);
-	}
-	WaitForLockersMultiple(tags, ShareLock, false);
-}
-
 } // namespace
 
 /*
@@ -432,8 +410,7 @@ FENCING_FUNCTION(compact)
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
 	int64 below = require_token(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "below");
 	int64 removed = 0;
-	Tree tree = raise_table_floor(PG_GETARG_OID(0), below, ShareRowExclusiveLock,
-	                              CurrentMemoryContext, &removed);
+	Tree tree = raise_table_floor(PG_GETARG_OID(0), below, CurrentMemoryContext, &removed);
 	removed += remove_table_marks(tree, below, one_transaction_batch, CurrentMemoryContext, nullptr,
 	                              nullptr);
 	PG_RETURN_INT64(removed);
@@ -442,10 +419,12 @@ FENCING_FUNCTION(compact)
 /*
  * compact_in_batches(target regclass, below bigint, batch_size integer
  * DEFAULT 10000, INOUT removed bigint DEFAULT NULL): compact() without
- * holding writers off.  The floor is raised and committed first; then,
- * once every writer that may have read the old floor has ended, the marks
- * go batch_size at a time, each batch committed.  Writers wait only for a
- * mark they re-create while its batch runs.
+ * holding writers off.  The floor is raised and committed first, in a
+ * transaction of its own that writers wait for as they wait for compact()
+ * (it waits for the writers in flight, then commits a row per relation);
+ * then the marks go batch_size at a time, each batch committed, under a
+ * lock that no write waits for.  A write waits only for a mark it
+ * re-creates while that mark's batch runs.
  */
 FENCING_FUNCTION(compact_in_batches)
 {
@@ -460,10 +439,8 @@ FENCING_FUNCTION(compact_in_batches)
 		elog(ERROR, "fencing: SPI_connect failed");
 	MemoryContext keep = CurrentMemoryContext; /* SPI's procedure context: outlives commits */
 	int64 removed = 0;
-	Tree tree = raise_table_floor(state.relid, below, ShareUpdateExclusiveLock, keep, &removed);
+	Tree tree = raise_table_floor(state.relid, below, keep, &removed);
 	if (tree.count > 0) {
-		SPI_commit();
-		wait_for_writers(tree);
 		if (commit_and_reopen(&state))
 			removed += remove_table_marks(tree, below, batch, keep, commit_and_reopen, &state);
 	}

@@ -14,8 +14,8 @@ COMMENT ON FUNCTION fencing.compact(regclass, bigint) IS
 'raises a protected table''s floor to below (no write may present a lower token) and removes the deleted-key marks under it; returns how many';
 
 -- compact() a batch per transaction (src/compact.cpp): the floor is raised
--- and committed first, and the marks go once every writer that may have read
--- the old floor has ended; writers never wait for it.  CALLed on its own.
+-- and committed first (writers wait for that moment only), then the marks go
+-- a batch per transaction.  CALLed on its own.
 CREATE OR REPLACE PROCEDURE fencing.compact_in_batches(target regclass, below bigint,
                                                        batch_size integer DEFAULT 10000,
                                                        INOUT removed bigint DEFAULT NULL)

@@ -25,7 +25,9 @@ weight --ddl-weight): fencing.protect() again with another mode,
 fencing.unprotect(), primary key changes (other columns, another column
 order) and key column type changes (int/bigint/numeric, text/varchar), each
 while protected and inside an unprotect ... protect window, DETACH/ATTACH
-PARTITION, and fencing.compact(table, below) with a floor below every live
+PARTITION, and fencing.compact(table, below) or CALL
+fencing.compact_in_batches(table, below, batch) (committing a batch at a
+time while the other sessions write) with a floor below every live
 holder's token.  Each DDL notes itself in the same log (prop.note()), so the
 checker replays it in order with the writes; the model then also fails on:
   - a stale re-insert: a key deleted under token t (while protected)
@@ -150,6 +152,21 @@ BEGIN
     VALUES (current_setting('prop.stmt', true), TG_ARGV[0], 'TRUNCATE', nullif(TG_ARGV[1], 'all')::int);
     RETURN NULL;
 END $$;
+-- CALL fencing.compact_in_batches() commits its floor in a transaction of
+-- its own, before its batches: a trigger on the floors notes it there, for
+-- the session whose prop.batch_note names the table.
+CREATE FUNCTION prop.note_floor() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog AS $$
+BEGIN
+    IF current_setting('prop.batch_note', true) = 'prop.' || NEW.relid::regclass::text
+       OR current_setting('prop.batch_note', true) = NEW.relid::regclass::text THEN
+        PERFORM prop.note(split_part(current_setting('prop.batch_note'), '.', 2), 'COMPACT', NULL,
+                          NEW.compacted);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER note_floor AFTER INSERT OR UPDATE ON fencing.floors
+    FOR EACH ROW EXECUTE FUNCTION prop.note_floor();
 -- A trigger that skips some updates (as suppress_redundant_updates_trigger would).
 CREATE FUNCTION prop.skip_some() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -362,7 +379,7 @@ class Generator:
         if x < 0.8:
             return [self.type_change(t)]
         if x < 0.92:
-            return [("compact", t, None)]
+            return [(r.choice(["compact", "compact_batches"]), t, None)]
         return [("detach", "parted", None)]
 
     def type_change(self, t):
@@ -385,6 +402,9 @@ class Generator:
                     + note.format(op="TYPE", info=f"'{arg}'", token="NULL"))
         if kind == "compact":
             return f"SELECT fencing.compact('prop.{t}', {floor}); " + note.format(op="COMPACT", info="NULL", token=floor)
+        if kind == "compact_batches":
+            # A CALL (ddl()), noted by a trigger as its floor commits.
+            return f"CALL fencing.compact_in_batches('prop.{t}', {floor})"
         return ("ALTER TABLE prop.parted DETACH PARTITION prop.parted_2; "
                 "SELECT prop.note('parted', 'DETACH', '2', NULL); "
                 "ALTER TABLE prop.parted ATTACH PARTITION prop.parted_2 FOR VALUES IN (2)")
@@ -536,7 +556,7 @@ class Session(threading.Thread):
             self.zombie(conn, kind, t, arg)
             return
         floor = None
-        if kind == "compact":
+        if kind in ("compact", "compact_batches"):
             floor = self.clock.compact_floor()
             if floor < 1:
                 return
@@ -545,6 +565,18 @@ class Session(threading.Thread):
         sid = self.next_sid()
         self.log[sid] = st
         try:
+            if kind == "compact_batches":
+                # A batch per transaction, while the other sessions write; the
+                # trigger prop.note_floor() notes the floor as it commits.
+                conn.execute("SELECT set_config('prop.stmt', %s, false),"
+                             " set_config('prop.batch_note', %s, false)", (sid, f"prop.{t}"))
+                try:
+                    conn.execute(f"CALL fencing.compact_in_batches('prop.{t}', {floor}, "
+                                 f"{self.rng.choice([1, 3, 50])})")
+                finally:
+                    conn.execute("RESET prop.batch_note; RESET prop.stmt")
+                st.outcome = "ok"
+                return
             conn.execute("BEGIN")
             conn.execute("SELECT set_config('prop.stmt', %s, true)", (sid,))
             conn.execute(st.sql)
@@ -554,7 +586,7 @@ class Session(threading.Thread):
             st.outcome = e.sqlstate or "?"
             if e.sqlstate not in DDL_EXPECTED:
                 self.failures.append(f"unexpected DDL error {e.sqlstate}: {e}\n    in: {st.sql}")
-            if not conn.closed:
+            if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 conn.execute("ROLLBACK")
             # A window's protect() is retried: the table must not stay unprotected.
             if kind == "protect" and e.sqlstate in ("55P03", "57014", "40P01", "40001") and attempt < 5:
