@@ -132,9 +132,8 @@ CALL fencing.compact_resources_in_batches(:live_token, 'sweep:', 2);
 SELECT resource FROM fencing.fences WHERE resource LIKE 'sweep:%' OR resource LIKE 'keep:%' ORDER BY 1;
 SELECT resource FROM fencing.resources WHERE resource LIKE 'sweep:%' ORDER BY 1;
 SELECT token = :live_token AS floor FROM fencing.resource_floors WHERE prefix = 'sweep:';
-SELECT fencing.fence('sweep:1', 150);
-\echo :LAST_ERROR_SQLSTATE
 \set VERBOSITY sqlstate
+SELECT fencing.fence('sweep:1', 150);
 CALL fencing.compact_resources_in_batches(NULL);
 CALL fencing.compact_resources_in_batches(10, NULL);
 CALL fencing.compact_resources_in_batches(10, '', 0);

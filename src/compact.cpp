@@ -124,14 +124,15 @@ bool remove_batch(const char *sql, Oid scope_type, Datum scope, Oid key_type, Da
  */
 const char *const mark_batch_sql =
     "WITH batch AS MATERIALIZED ("
-    " SELECT key FROM fencing.deleted_keys"
+    " SELECT ctid, key FROM fencing.deleted_keys"
     "  WHERE relid OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.>) $2"
     "  ORDER BY key LIMIT $4),"
     " gone AS ("
-    " DELETE FROM fencing.deleted_keys d USING batch b, fencing.floors f"
-    "  WHERE d.relid OPERATOR(pg_catalog.=) $1 AND d.key OPERATOR(pg_catalog.=) b.key"
-    "  AND f.relid OPERATOR(pg_catalog.=) $1"
-    "  AND d.token OPERATOR(pg_catalog.<) LEAST(f.token, $3)"
+    " DELETE FROM fencing.deleted_keys d"
+    "  WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM batch))"
+    "  AND d.relid OPERATOR(pg_catalog.=) $1"
+    "  AND d.token OPERATOR(pg_catalog.<) LEAST($3, COALESCE((SELECT f.token FROM fencing.floors f"
+    "   WHERE f.relid OPERATOR(pg_catalog.=) $1), 0))"
     "  RETURNING 1)"
     " SELECT (SELECT key FROM batch ORDER BY key DESC LIMIT 1),"
     " (SELECT pg_catalog.count(*) FROM gone)";
@@ -139,14 +140,15 @@ const char *const mark_batch_sql =
 /*
  * Idle leases below the floor (a live one is someone's), then fences below
  * it, a batch at a time; only under a floor already at or above `below`.
+ * Rows are found again by their ctid: a row updated meanwhile is left alone.
  */
 const char *const resource_batch_sql =
     "WITH batch AS MATERIALIZED ("
-    " SELECT resource FROM fencing.resources WHERE resource OPERATOR(pg_catalog.>) $2"
+    " SELECT ctid, resource FROM fencing.resources WHERE resource OPERATOR(pg_catalog.>) $2"
     "  ORDER BY resource LIMIT $4),"
     " gone AS ("
-    " DELETE FROM fencing.resources r USING batch b"
-    "  WHERE r.resource OPERATOR(pg_catalog.=) b.resource"
+    " DELETE FROM fencing.resources r"
+    "  WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM batch))"
     "  AND pg_catalog.starts_with(r.resource, $1)"
     "  AND COALESCE(r.token, 0) OPERATOR(pg_catalog.<) $3"
     "  AND NOT (NOT r.released AND r.expires_at OPERATOR(pg_catalog.>) "
@@ -159,11 +161,11 @@ const char *const resource_batch_sql =
 
 const char *const fence_batch_sql =
     "WITH batch AS MATERIALIZED ("
-    " SELECT resource FROM fencing.fences WHERE resource OPERATOR(pg_catalog.>) $2"
+    " SELECT ctid, resource FROM fencing.fences WHERE resource OPERATOR(pg_catalog.>) $2"
     "  ORDER BY resource LIMIT $4),"
     " gone AS ("
-    " DELETE FROM fencing.fences r USING batch b"
-    "  WHERE r.resource OPERATOR(pg_catalog.=) b.resource"
+    " DELETE FROM fencing.fences r"
+    "  WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM batch))"
     "  AND pg_catalog.starts_with(r.resource, $1)"
     "  AND r.token OPERATOR(pg_catalog.<) $3"
     "  AND EXISTS (SELECT FROM fencing.resource_floors f"
@@ -227,8 +229,9 @@ Tree raise_table_floor(Oid relid, int64 below, MemoryContext keep, int64 *remove
 		            RelationGetRelationName(rel)),
 		     errhint("Compact the protected table: its marks and floor cover its partitions.")));
 	List *tree = find_all_inheritors(relid, ShareRowExclusiveLock, nullptr);
+	/* The marks only when the clock alone would refuse: reading them all takes long. */
 	int64 seen = issuable_now();
-	if (fence.citus_id == 0)
+	if (fence.citus_id == 0 && below > one_above(seen))
 		seen = std::max(seen, highest_marked(tree));
 	check_floor(below, seen, "the table has");
 	Tree result{static_cast<Oid *>(MemoryContextAlloc(keep, sizeof(Oid) * list_length(tree))), 0};
@@ -261,21 +264,26 @@ void raise_resource_floor(Datum prefix, int64 below)
 	 */
 	Oid types[2] = {TEXTOID, INT8OID};
 	Datum values[2] = {prefix, Int64GetDatum(below)};
-	int rc = run_sql("SELECT pg_catalog.max(r.token) FROM fencing.resources r"
-	                 " WHERE pg_catalog.starts_with(r.resource, $1)",
-	                 1, types, values, InvalidSnapshot, true, true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: compacting resources failed: %s", SPI_result_code_string(rc));
-	bool isnull = true;
-	Datum highest = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
-	int64 seen = isnull ? 0 : DatumGetInt64(highest);
-	SPI_finish();
-	check_floor(below, std::max(seen, issuable_now()), "the lock manager has");
-	rc = run_sql("INSERT INTO fencing.resource_floors AS f (prefix, token) VALUES ($1, $2)"
-	             " ON CONFLICT ON CONSTRAINT resource_floors_pkey"
-	             " DO UPDATE SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
-	             " WHERE f.token OPERATOR(pg_catalog.<) EXCLUDED.token",
-	             2, types, values, InvalidSnapshot, false, true);
+	/* The resources only when the clock alone would refuse: reading them all takes long. */
+	int64 seen = issuable_now();
+	if (below > one_above(seen)) {
+		int rc = run_sql("SELECT pg_catalog.max(r.token) FROM fencing.resources r"
+		                 " WHERE pg_catalog.starts_with(r.resource, $1)",
+		                 1, types, values, InvalidSnapshot, true, true);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "fencing: compacting resources failed: %s", SPI_result_code_string(rc));
+		bool isnull = true;
+		Datum highest = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
+		if (!isnull)
+			seen = std::max(seen, DatumGetInt64(highest));
+		SPI_finish();
+	}
+	check_floor(below, seen, "the lock manager has");
+	int rc = run_sql("INSERT INTO fencing.resource_floors AS f (prefix, token) VALUES ($1, $2)"
+	                 " ON CONFLICT ON CONSTRAINT resource_floors_pkey"
+	                 " DO UPDATE SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
+	                 " WHERE f.token OPERATOR(pg_catalog.<) EXCLUDED.token",
+	                 2, types, values, InvalidSnapshot, false, true);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "fencing: compacting resources failed: %s", SPI_result_code_string(rc));
 	SPI_finish();
