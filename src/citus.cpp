@@ -25,6 +25,7 @@ extern "C" {
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
 #include "tcop/dest.h"
+#include "tcop/pquery.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -238,6 +239,31 @@ bool writes(const QueryDesc *query)
 {
 	return query->operation != CMD_SELECT ||
 	       (query->plannedstmt != nullptr && query->plannedstmt->hasModifyingCTE);
+}
+
+/*
+ * How many executors run in this backend, one inside the other: 1 while a
+ * top-level statement runs (and not inside it, where SPI or a cursor's
+ * fetch runs another).  Counted as Citus counts its ExecutorLevel.
+ */
+int executor_depth = 0;
+ExecutorRun_hook_type previous_run = nullptr;
+
+void run_counting(QueryDesc *query, ScanDirection direction, uint64 count, bool execute_once)
+{
+	executor_depth++;
+	PG_TRY();
+	{
+		if (previous_run != nullptr)
+			previous_run(query, direction, count, execute_once);
+		else
+			standard_ExecutorRun(query, direction, count, execute_once);
+	}
+	PG_FINALLY();
+	{
+		executor_depth--;
+	}
+	PG_END_TRY();
 }
 
 void start_with_token(QueryDesc *query, int eflags)
@@ -722,6 +748,51 @@ int64 citus_remove_marks(int64 id, int64 below)
 	return removed;
 }
 
+bool citus_call_is_statement(const Node *call)
+{
+	/*
+	 * A top-level statement outside any transaction block, which has
+	 * written nothing on this node yet: Citus may commit a single-shard
+	 * write on its worker right away, as it does that of a plain UPDATE
+	 * statement.  Writes through Citus before this call (in its arguments)
+	 * opened a coordinated transaction, which Citus then keeps using.
+	 */
+	if (!citus_loaded() || call == nullptr || executor_depth != 1 || IsTransactionBlock() ||
+	    IsSubTransaction() || TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
+	    ActivePortal == nullptr || list_length(ActivePortal->stmts) != 1)
+		return false;
+	Node *node = static_cast<Node *>(linitial(ActivePortal->stmts));
+	if (!IsA(node, PlannedStmt))
+		return false;
+	auto *statement = reinterpret_cast<PlannedStmt *>(node);
+	Plan *plan = statement->planTree;
+	/*
+	 * SELECT <this call>: a Result without input or condition whose only
+	 * column is this very call - nothing of the statement runs after it.
+	 */
+	if (statement->commandType != CMD_SELECT || statement->hasModifyingCTE || plan == nullptr ||
+	    !IsA(plan, Result) || plan->lefttree != nullptr || plan->righttree != nullptr ||
+	    plan->qual != NIL || plan->initPlan != NIL ||
+	    reinterpret_cast<Result *>(plan)->resconstantqual != nullptr ||
+	    list_length(plan->targetlist) != 1)
+		return false;
+	return reinterpret_cast<Node *>(static_cast<TargetEntry *>(linitial(plan->targetlist))->expr) ==
+	       call;
+}
+
+int citus_commit_alone()
+{
+	int nest = NewGUCNestLevel();
+	(void)set_config_option("citus.function_opens_transaction_block", "off", PGC_USERSET,
+	                        PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest;
+}
+
+void citus_commit_alone_end(int nest)
+{
+	AtEOXact_GUC(true, nest);
+}
+
 void install_citus_support()
 {
 	previous_start = ExecutorStart_hook;
@@ -730,6 +801,8 @@ void install_citus_support()
 	ExecutorFinish_hook = finish_with_token;
 	previous_end = ExecutorEnd_hook;
 	ExecutorEnd_hook = end_forgetting;
+	previous_run = ExecutorRun_hook;
+	ExecutorRun_hook = run_counting;
 	previous_utility = ProcessUtility_hook;
 	ProcessUtility_hook = utility_with_token;
 	RegisterXactCallback(forget_sent_token, nullptr);
