@@ -30,6 +30,7 @@ extern "C" {
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -564,12 +565,85 @@ CitusShard citus_shard(Relation shard, int64 id)
 	return placement;
 }
 
+namespace
+{
+
+/*
+ * The Citus tables of the shards this backend wrote, by shard relation: the
+ * guard of a shard needs its table's name for each statement (three
+ * triggers), and a metadata query each time costs more than the write.  A
+ * shard's relation maps to one table for as long as it exists under its name
+ * (shard ids are never reused); an entry goes when the relcache forgets its
+ * relation (DROP, RENAME, SET SCHEMA, a move that drops the placement, an
+ * aborted transaction that made it).  Bounded: a few entries, reused in turn.
+ */
+struct LogicalName {
+	Oid shard;
+	Oid schema;
+	NameData relname;
+	char *qualified; /* in TopMemoryContext */
+	char *name;
+	bool hash;
+};
+FENCING_PLAIN_DATA(LogicalName);
+constexpr int logical_names_kept = 32;
+LogicalName logical_names[logical_names_kept];
+int next_logical_name = 0;
+bool logical_names_watched = false;
+
+void forget_logical_name(Datum, Oid relid)
+{
+	for (LogicalName &entry : logical_names)
+		if (OidIsValid(entry.shard) && (!OidIsValid(relid) || entry.shard == relid))
+			entry.shard = InvalidOid;
+}
+
+LogicalName *known_logical_name(Relation rel)
+{
+	for (LogicalName &entry : logical_names)
+		if (OidIsValid(entry.shard) && entry.shard == RelationGetRelid(rel) &&
+		    entry.schema == RelationGetNamespace(rel) &&
+		    strcmp(NameStr(entry.relname), RelationGetRelationName(rel)) == 0)
+			return &entry;
+	return nullptr;
+}
+
+void keep_logical_name(Relation rel, const char *qualified, const char *name, bool hash)
+{
+	if (!logical_names_watched) {
+		CacheRegisterRelcacheCallback(forget_logical_name, 0);
+		logical_names_watched = true;
+	}
+	LogicalName &entry = logical_names[next_logical_name];
+	next_logical_name = (next_logical_name + 1) % logical_names_kept;
+	entry.shard = InvalidOid;
+	if (entry.qualified != nullptr)
+		pfree(entry.qualified);
+	if (entry.name != nullptr)
+		pfree(entry.name);
+	entry.qualified = MemoryContextStrdup(TopMemoryContext, qualified);
+	entry.name = MemoryContextStrdup(TopMemoryContext, name);
+	entry.schema = RelationGetNamespace(rel);
+	namestrcpy(&entry.relname, RelationGetRelationName(rel));
+	entry.hash = hash;
+	entry.shard = RelationGetRelid(rel);
+}
+
+} // namespace
+
 bool citus_logical_name(Relation rel, const char **qualified, const char **name,
                         bool *hash_distributed)
 {
 	int64 shard_id = shard_id_of(rel);
 	if (shard_id == 0 || !citus_loaded())
 		return false;
+	if (const LogicalName *known = known_logical_name(rel)) {
+		*qualified = pstrdup(known->qualified);
+		*name = pstrdup(known->name);
+		if (hash_distributed != nullptr)
+			*hash_distributed = known->hash;
+		return true;
+	}
 	Oid types[3] = {INT8OID, OIDOID, TEXTOID};
 	Datum values[3] = {Int64GetDatum(shard_id), ObjectIdGetDatum(RelationGetNamespace(rel)),
 	                   CStringGetTextDatum(RelationGetRelationName(rel))};
@@ -584,15 +658,18 @@ bool citus_logical_name(Relation rel, const char **qualified, const char **name,
 	    "  AND c.relname OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) $1 = $3",
 	    3, types, values);
 	bool found = SPI_processed > 0;
+	bool hash = false;
 	if (found) {
 		*qualified = result_text(1);
 		*name = result_text(2);
-		if (hash_distributed != nullptr) {
-			bool isnull;
-			*hash_distributed = DatumGetBool(result_value(0, 3, &isnull)) && !isnull;
-		}
+		bool isnull;
+		hash = DatumGetBool(result_value(0, 3, &isnull)) && !isnull;
+		if (hash_distributed != nullptr)
+			*hash_distributed = hash;
 	}
 	SPI_finish();
+	if (found)
+		keep_logical_name(rel, *qualified, *name, hash);
 	return found;
 }
 
