@@ -427,7 +427,7 @@ def remote_commands(sql, params=None, conn=None):
 def fenced_update_one_round_trip():
     """SELECT fencing.fenced_update(...) as its own statement outside a
     transaction block sends the worker one UPDATE, which commits there (no
-    BEGIN, no COMMIT), with every outcome of SPEC 3 kept; anywhere else it
+    BEGIN, no COMMIT), with every outcome of docs/sql-api.md kept; anywhere else it
     runs in Citus' distributed transaction, all or nothing."""
     distributed("orders", rows=10)
     call = "SELECT fencing.fenced_update('orders', %s, %s, %s, %s)"
