@@ -25,10 +25,12 @@ extern "C" {
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
 #include "tcop/dest.h"
+#include "tcop/pquery.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -238,6 +240,31 @@ bool writes(const QueryDesc *query)
 {
 	return query->operation != CMD_SELECT ||
 	       (query->plannedstmt != nullptr && query->plannedstmt->hasModifyingCTE);
+}
+
+/*
+ * How many executors run in this backend, one inside the other: 1 while a
+ * top-level statement runs (and not inside it, where SPI or a cursor's
+ * fetch runs another).  Counted as Citus counts its ExecutorLevel.
+ */
+int executor_depth = 0;
+ExecutorRun_hook_type previous_run = nullptr;
+
+void run_counting(QueryDesc *query, ScanDirection direction, uint64 count, bool execute_once)
+{
+	executor_depth++;
+	PG_TRY();
+	{
+		if (previous_run != nullptr)
+			previous_run(query, direction, count, execute_once);
+		else
+			standard_ExecutorRun(query, direction, count, execute_once);
+	}
+	PG_FINALLY();
+	{
+		executor_depth--;
+	}
+	PG_END_TRY();
 }
 
 void start_with_token(QueryDesc *query, int eflags)
@@ -538,12 +565,85 @@ CitusShard citus_shard(Relation shard, int64 id)
 	return placement;
 }
 
+namespace
+{
+
+/*
+ * The Citus tables of the shards this backend wrote, by shard relation: the
+ * guard of a shard needs its table's name for each statement (three
+ * triggers), and a metadata query each time costs more than the write.  A
+ * shard's relation maps to one table for as long as it exists under its name
+ * (shard ids are never reused); an entry goes when the relcache forgets its
+ * relation (DROP, RENAME, SET SCHEMA, a move that drops the placement, an
+ * aborted transaction that made it).  Bounded: a few entries, reused in turn.
+ */
+struct LogicalName {
+	Oid shard;
+	Oid schema;
+	NameData relname;
+	char *qualified; /* in TopMemoryContext */
+	char *name;
+	bool hash;
+};
+FENCING_PLAIN_DATA(LogicalName);
+constexpr int logical_names_kept = 32;
+LogicalName logical_names[logical_names_kept];
+int next_logical_name = 0;
+bool logical_names_watched = false;
+
+void forget_logical_name(Datum, Oid relid)
+{
+	for (LogicalName &entry : logical_names)
+		if (OidIsValid(entry.shard) && (!OidIsValid(relid) || entry.shard == relid))
+			entry.shard = InvalidOid;
+}
+
+LogicalName *known_logical_name(Relation rel)
+{
+	for (LogicalName &entry : logical_names)
+		if (OidIsValid(entry.shard) && entry.shard == RelationGetRelid(rel) &&
+		    entry.schema == RelationGetNamespace(rel) &&
+		    strcmp(NameStr(entry.relname), RelationGetRelationName(rel)) == 0)
+			return &entry;
+	return nullptr;
+}
+
+void keep_logical_name(Relation rel, const char *qualified, const char *name, bool hash)
+{
+	if (!logical_names_watched) {
+		CacheRegisterRelcacheCallback(forget_logical_name, 0);
+		logical_names_watched = true;
+	}
+	LogicalName &entry = logical_names[next_logical_name];
+	next_logical_name = (next_logical_name + 1) % logical_names_kept;
+	entry.shard = InvalidOid;
+	if (entry.qualified != nullptr)
+		pfree(entry.qualified);
+	if (entry.name != nullptr)
+		pfree(entry.name);
+	entry.qualified = MemoryContextStrdup(TopMemoryContext, qualified);
+	entry.name = MemoryContextStrdup(TopMemoryContext, name);
+	entry.schema = RelationGetNamespace(rel);
+	namestrcpy(&entry.relname, RelationGetRelationName(rel));
+	entry.hash = hash;
+	entry.shard = RelationGetRelid(rel);
+}
+
+} // namespace
+
 bool citus_logical_name(Relation rel, const char **qualified, const char **name,
                         bool *hash_distributed)
 {
 	int64 shard_id = shard_id_of(rel);
 	if (shard_id == 0 || !citus_loaded())
 		return false;
+	if (const LogicalName *known = known_logical_name(rel)) {
+		*qualified = pstrdup(known->qualified);
+		*name = pstrdup(known->name);
+		if (hash_distributed != nullptr)
+			*hash_distributed = known->hash;
+		return true;
+	}
 	Oid types[3] = {INT8OID, OIDOID, TEXTOID};
 	Datum values[3] = {Int64GetDatum(shard_id), ObjectIdGetDatum(RelationGetNamespace(rel)),
 	                   CStringGetTextDatum(RelationGetRelationName(rel))};
@@ -558,15 +658,18 @@ bool citus_logical_name(Relation rel, const char **qualified, const char **name,
 	    "  AND c.relname OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) $1 = $3",
 	    3, types, values);
 	bool found = SPI_processed > 0;
+	bool hash = false;
 	if (found) {
 		*qualified = result_text(1);
 		*name = result_text(2);
-		if (hash_distributed != nullptr) {
-			bool isnull;
-			*hash_distributed = DatumGetBool(result_value(0, 3, &isnull)) && !isnull;
-		}
+		bool isnull;
+		hash = DatumGetBool(result_value(0, 3, &isnull)) && !isnull;
+		if (hash_distributed != nullptr)
+			*hash_distributed = hash;
 	}
 	SPI_finish();
+	if (found)
+		keep_logical_name(rel, *qualified, *name, hash);
 	return found;
 }
 
@@ -722,6 +825,51 @@ int64 citus_remove_marks(int64 id, int64 below)
 	return removed;
 }
 
+bool citus_call_is_statement(const Node *call)
+{
+	/*
+	 * A top-level statement outside any transaction block, which has
+	 * written nothing on this node yet: Citus may commit a single-shard
+	 * write on its worker right away, as it does that of a plain UPDATE
+	 * statement.  Writes through Citus before this call (in its arguments)
+	 * opened a coordinated transaction, which Citus then keeps using.
+	 */
+	if (!citus_loaded() || call == nullptr || executor_depth != 1 || IsTransactionBlock() ||
+	    IsSubTransaction() || TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
+	    ActivePortal == nullptr || list_length(ActivePortal->stmts) != 1)
+		return false;
+	Node *node = static_cast<Node *>(linitial(ActivePortal->stmts));
+	if (!IsA(node, PlannedStmt))
+		return false;
+	auto *statement = reinterpret_cast<PlannedStmt *>(node);
+	Plan *plan = statement->planTree;
+	/*
+	 * SELECT <this call>: a Result without input or condition whose only
+	 * column is this very call - nothing of the statement runs after it.
+	 */
+	if (statement->commandType != CMD_SELECT || statement->hasModifyingCTE || plan == nullptr ||
+	    !IsA(plan, Result) || plan->lefttree != nullptr || plan->righttree != nullptr ||
+	    plan->qual != NIL || plan->initPlan != NIL ||
+	    reinterpret_cast<Result *>(plan)->resconstantqual != nullptr ||
+	    list_length(plan->targetlist) != 1)
+		return false;
+	return reinterpret_cast<Node *>(static_cast<TargetEntry *>(linitial(plan->targetlist))->expr) ==
+	       call;
+}
+
+int citus_commit_alone()
+{
+	int nest = NewGUCNestLevel();
+	(void)set_config_option("citus.function_opens_transaction_block", "off", PGC_USERSET,
+	                        PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest;
+}
+
+void citus_commit_alone_end(int nest)
+{
+	AtEOXact_GUC(true, nest);
+}
+
 void install_citus_support()
 {
 	previous_start = ExecutorStart_hook;
@@ -730,6 +878,8 @@ void install_citus_support()
 	ExecutorFinish_hook = finish_with_token;
 	previous_end = ExecutorEnd_hook;
 	ExecutorEnd_hook = end_forgetting;
+	previous_run = ExecutorRun_hook;
+	ExecutorRun_hook = run_counting;
 	previous_utility = ProcessUtility_hook;
 	ProcessUtility_hook = utility_with_token;
 	RegisterXactCallback(forget_sent_token, nullptr);

@@ -73,6 +73,26 @@ void citus_raise_floor(int64 id, int64 token);
 /* Removes the marks below `below` of the table with marks id `id`; returns how many. */
 int64 citus_remove_marks(int64 id, int64 below);
 
+/*
+ * Is `call` (a function call's expression, flinfo->fn_expr) the whole of
+ * the top-level statement that runs, SELECT f(...) outside a transaction
+ * block, with nothing written on this node yet?  Then a single-shard write
+ * it makes may commit on its worker in the same round trip, as the write of
+ * a plain single-shard UPDATE statement does.
+ */
+bool citus_call_is_statement(const Node *call);
+
+/*
+ * From here to citus_commit_alone_end(): Citus sends a single-shard write
+ * without BEGIN and COMMIT (citus.function_opens_transaction_block = off,
+ * at a GUC nest level of its own) unless a transaction block, DO, procedure
+ * or coordinated transaction needs them.  Only where
+ * citus_call_is_statement().  An error restores the setting with the
+ * transaction's abort.
+ */
+int citus_commit_alone();
+void citus_commit_alone_end(int nest);
+
 /* Installs the hooks that hand fencing.token to the workers (from _PG_init). */
 void install_citus_support();
 

@@ -546,6 +546,16 @@ FENCING_FUNCTION(fenced_update)
 		auto *write = static_cast<FencedWrite *>(palloc(sizeof(FencedWrite)));
 		*write = FencedWrite{RelationGetRelid(call.rel), key_in_index_order(call), call.token,
 		                     false, running_fenced_write};
+		/*
+		 * On Citus, a call that is its whole statement (SELECT
+		 * fencing.fenced_update(...) outside a transaction block) writes as
+		 * that UPDATE statement would: in one round trip to the shard's
+		 * worker, which commits it there, instead of BEGIN, UPDATE, COMMIT.
+		 */
+		volatile int alone =
+		    call.fence.citus_id != 0 && citus_call_is_statement(fcinfo->flinfo->fn_expr)
+		        ? citus_commit_alone()
+		        : -1;
 		plans->users++;
 		running_fenced_write = write;
 		PG_TRY();
@@ -562,6 +572,8 @@ FENCING_FUNCTION(fenced_update)
 			plans->users--;
 		}
 		PG_END_TRY();
+		if (alone >= 0)
+			citus_commit_alone_end(alone);
 		SPI_finish();
 	}
 

@@ -402,6 +402,203 @@ def unprotect_and_drop():
                    conn=connect(port=port)) == 0
 
 
+def remote_commands(sql, params=None, conn=None):
+    """Runs sql with citus.log_remote_commands on; returns (result rows or the
+    error, the commands the coordinator sent to workers)."""
+    c = conn or connect()
+    sent = []
+
+    def notice(diag):
+        if (diag.message_primary or "").startswith("issuing "):
+            sent.append(diag.message_primary[len("issuing "):])
+    c.add_notice_handler(notice)
+    c.execute("SET citus.log_remote_commands = on")
+    try:
+        result = q(sql, params, c)
+    except psycopg.Error as e:
+        result = e
+    finally:
+        c.execute("RESET citus.log_remote_commands")
+        c.remove_notice_handler(notice)
+    return result, sent
+
+
+@test
+def fenced_update_one_round_trip():
+    """SELECT fencing.fenced_update(...) as its own statement outside a
+    transaction block sends the worker one UPDATE, which commits there (no
+    BEGIN, no COMMIT), with every outcome of docs/sql-api.md kept; anywhere else it
+    runs in Citus' distributed transaction, all or nothing."""
+    distributed("orders", rows=10)
+    call = "SELECT fencing.fenced_update('orders', %s, %s, %s, %s)"
+
+    def fu(key, token, changes, on_stale="error", conn=None):
+        return remote_commands(call, (f'{{"id": {key}}}', token, changes, on_stale), conn)
+
+    def state(k):
+        return q("SELECT v, last_fencing_token FROM orders WHERE id = %s", (k,))[0]
+
+    # Applied: true, one UPDATE statement to the worker, committed there.
+    for attempt in range(3):  # the cached plan too
+        result, sent = fu(1, 10 + attempt, f'{{"v": "a{attempt}"}}')
+        assert result == [(True,)], result
+        assert len(sent) == 1 and sent[0].startswith("UPDATE "), sent
+        assert state(1) == (f"a{attempt}", 10 + attempt)
+    # Literal arguments (simple protocol) too.
+    result, sent = remote_commands("SELECT fencing.fenced_update('orders', '{\"id\": 2}', 20, '{\"v\": \"lit\"}')")
+    assert result == [(True,)] and len(sent) == 1 and sent[0].startswith("UPDATE "), (result, sent)
+    assert state(2) == ("lit", 20)
+    assert one("SHOW citus.function_opens_transaction_block") == "on"
+    # Stale: 23T01 naming the table, or false with on_stale => 'skip'; nothing changes.
+    result, sent = fu(1, 11, '{"v": "stale"}')
+    assert isinstance(result, psycopg.Error) and result.sqlstate == "23T01", result
+    assert 'stale fencing token 11 for relation "orders"' in str(result), result
+    assert "stored token 12" in (result.diag.message_detail or ""), result.diag.message_detail
+    assert not any(s.startswith(("BEGIN", "COMMIT")) for s in sent), sent
+    result, sent = fu(1, 11, '{"v": "skipped"}', "skip")
+    assert result == [(False,)], result
+    assert state(1) == ("a2", 12)
+    assert one("SHOW citus.function_opens_transaction_block") == "on"
+    # Equal tokens: monotonic accepts, strict refuses.
+    assert fu(1, 12, '{"v": "same"}')[0] == [(True,)] and state(1) == ("same", 12)
+    # Missing: P0002; a key deleted under a newer token: stale.
+    result, _ = fu(99, 30, '{"v": "x"}')
+    assert isinstance(result, psycopg.Error) and result.sqlstate == "P0002", result
+    in_tx(40, "DELETE FROM orders WHERE id = 3")
+    result, _ = fu(3, 39, '{"v": "zombie"}')
+    assert isinstance(result, psycopg.Error) and result.sqlstate == "23T01", result
+    assert fu(3, 39, '{"v": "zombie"}', "skip")[0] == [(False,)]
+    assert one("SELECT count(*) FROM orders WHERE id = 3") == 0
+    # Bad arguments are refused before anything is sent.
+    for args, sqlstate in ((('{"id": 1}', None, '{}', 'error'), "22004"),
+                           (('{"id": 1}', 0, '{}', 'error'), "22023"),
+                           (('{"id": 1}', 50, '{"last_fencing_token": 60}', 'error'), "22023"),
+                           (('{"id": 1}', 50, '{"id": 2}', 'error'), "22023"),
+                           (('{"id": 1}', 50, '{}', 'maybe'), "22023"),
+                           (('{"id": 1}', 50, '{"nope": 1}', 'error'), "42703")):
+        result, sent = remote_commands(call, args)
+        assert isinstance(result, psycopg.Error) and result.sqlstate == sqlstate, (args, result)
+        assert sent == [], (args, sent)
+    assert state(1) == ("same", 12)
+    # A strict table refuses the equal token.
+    distributed("strict_orders", rows=2, mode="strict")
+    result, _ = remote_commands("SELECT fencing.fenced_update('strict_orders', '{\"id\": 1}', 1, '{}')")
+    assert isinstance(result, psycopg.Error) and result.sqlstate == "23T01", result
+    assert remote_commands("SELECT fencing.fenced_update('strict_orders', '{\"id\": 1}', 2, '{}')")[0] == [(True,)]
+    q("DROP TABLE strict_orders")
+
+    # Anywhere but as its own statement: Citus' distributed transaction.
+    # Two calls in one statement, the second stale: neither applies.
+    result, sent = remote_commands(
+        "SELECT fencing.fenced_update('orders', '{\"id\": 4}', 50, '{\"v\": \"first\"}'),"
+        "       fencing.fenced_update('orders', '{\"id\": 1}', 5, '{\"v\": \"second\"}')")
+    assert isinstance(result, psycopg.Error) and result.sqlstate == "23T01", result
+    assert sent[0].startswith("BEGIN"), sent
+    assert state(4) == ("new", 1)
+    # A call on each of several rows, one stale: none applies.
+    result, sent = remote_commands(
+        "SELECT fencing.fenced_update('orders', jsonb_build_object('id', k), t, '{\"v\": \"many\"}')"
+        " FROM (VALUES (4, 50), (1, 5)) AS r(k, t)")
+    assert isinstance(result, psycopg.Error) and result.sqlstate == "23T01", result
+    assert state(4) == ("new", 1)
+    # In a transaction block: rolled back with it, committed with it.
+    with connect(autocommit=False) as c:
+        result, sent = fu(4, 51, '{"v": "tx"}', conn=c)
+        assert result == [(True,)] and sent[0].startswith("BEGIN"), (result, sent)
+        c.rollback()
+    assert state(4) == ("new", 1)
+    with connect(autocommit=False) as c:
+        assert fu(4, 51, '{"v": "tx"}', conn=c)[0] == [(True,)]
+        c.execute("UPDATE orders SET v = 'tx2', last_fencing_token = 52 WHERE id = 5")
+        c.commit()
+    assert state(4) == ("tx", 51) and state(5) == ("tx2", 52)
+    # In a function that fails after the call: nothing applies.
+    q("""CREATE OR REPLACE FUNCTION pg_temp.then_fail() RETURNS boolean LANGUAGE plpgsql AS $$
+         DECLARE r record;
+         BEGIN FOR r IN SELECT fencing.fenced_update('orders', '{"id": 6}', 60, '{"v": "fn"}') AS ok LOOP END LOOP;
+               RAISE EXCEPTION 'after the call' USING ERRCODE = 'P0001'; END $$""")
+    expect_error("P0001", "SELECT pg_temp.then_fail()")
+    assert state(6) == ("new", 1)
+    # A DO block likewise.
+    expect_error("P0001", """DO $$ BEGIN PERFORM fencing.fenced_update('orders', '{"id": 6}', 60, '{"v": "do"}');
+                              RAISE EXCEPTION 'after the call' USING ERRCODE = 'P0001'; END $$""")
+    assert state(6) == ("new", 1)
+
+    # Roles: without UPDATE, 42501 before anything is sent; with it, the fast path.
+    q("DROP ROLE IF EXISTS fencing_reader, fencing_writer")
+    q("CREATE ROLE fencing_reader LOGIN")
+    q("CREATE ROLE fencing_writer LOGIN")
+    q("GRANT USAGE ON SCHEMA fencing TO fencing_reader, fencing_writer")
+    q("GRANT SELECT ON orders TO fencing_reader, fencing_writer")
+    q("GRANT UPDATE ON orders TO fencing_writer")
+    reader = psycopg.connect(user="fencing_reader", autocommit=True)
+    writer = psycopg.connect(user="fencing_writer", autocommit=True)
+    try:
+        result, sent = fu(7, 70, '{"v": "reader"}', conn=reader)
+        assert isinstance(result, psycopg.Error) and result.sqlstate == "42501", result
+        assert sent == [], sent
+        result, sent = fu(7, 70, '{"v": "writer"}', conn=writer)
+        assert result == [(True,)] and len(sent) == 1 and sent[0].startswith("UPDATE "), (result, sent)
+        assert state(7) == ("writer", 70)
+        result, _ = fu(7, 69, '{"v": "writer"}', conn=writer)
+        assert isinstance(result, psycopg.Error) and result.sqlstate == "23T01", result
+        # UPDATE revoked (Citus takes no column privileges): refused again.
+        q("REVOKE UPDATE ON orders FROM fencing_writer")
+        result, sent = fu(7, 71, '{"v": "revoked"}', conn=writer)
+        assert isinstance(result, psycopg.Error) and result.sqlstate == "42501", result
+        assert sent == [], sent
+        assert state(7) == ("writer", 70)
+    finally:
+        reader.close()
+        writer.close()
+        q("DROP OWNED BY fencing_reader, fencing_writer")
+        q("DROP ROLE fencing_reader, fencing_writer")
+
+    # The shard's triggers run on the worker, in the write's own transaction.
+    with connect(autocommit=False) as c:
+        c.execute("SET LOCAL citus.enable_unsafe_triggers = on")
+        c.execute("""CREATE OR REPLACE FUNCTION public.orders_shout() RETURNS trigger LANGUAGE plpgsql AS $$
+                     BEGIN IF NEW.v = 'none' THEN RETURN NULL; END IF;
+                           IF NEW.v = 'boom' THEN RAISE EXCEPTION 'boom' USING ERRCODE = 'P0001'; END IF;
+                           NEW.v := NEW.v || '!'; RETURN NEW; END $$""")
+        c.execute("CREATE TRIGGER shout BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION public.orders_shout()")
+        c.commit()
+    try:
+        assert fu(8, 80, '{"v": "hey"}')[0] == [(True,)] and state(8) == ("hey!", 80)
+        result, _ = fu(8, 81, '{"v": "boom"}')
+        assert isinstance(result, psycopg.Error) and result.sqlstate == "P0001", result
+        assert state(8) == ("hey!", 80)
+        result, _ = fu(8, 81, '{"v": "none"}')
+        assert isinstance(result, psycopg.Error) and result.sqlstate == "55000", result
+        assert state(8) == ("hey!", 80)
+    finally:
+        with connect(autocommit=False) as c:
+            c.execute("SET LOCAL citus.enable_unsafe_triggers = on")
+            c.execute("DROP TRIGGER shout ON orders")
+            c.commit()
+        q("DROP FUNCTION public.orders_shout()")
+
+    # A lower token waits for a higher one's transaction, and is then refused.
+    s1 = connect(autocommit=False)
+    s1.execute("SET LOCAL fencing.token = 90")
+    s1.execute("UPDATE orders SET v = 'holder' WHERE id = 9")
+    outcome = []
+
+    def second():
+        result, _ = fu(9, 89, '{"v": "late"}')
+        outcome.append(result.sqlstate if isinstance(result, psycopg.Error) else result)
+    t = threading.Thread(target=second)
+    t.start()
+    time.sleep(1.0)
+    assert t.is_alive(), "fenced_update did not wait for the row"
+    s1.commit()
+    t.join(30)
+    s1.close()
+    assert outcome == ["23T01"], outcome
+    assert state(9) == ("holder", 90)
+    assert one("SHOW citus.function_opens_transaction_block") == "on"
+
+
 @test
 def table_owner_not_superuser():
     """A table owner without superuser rights protects and uses its own distributed table."""
