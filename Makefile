@@ -54,7 +54,7 @@ REGRESS_OPTS = --inputdir=. --load-extension=fencing
 # isolation tests: test/isolation/specs/NAME.spec
 ISOLATION = stale_after_commit lower_waits_for_higher rollback_lets_lower \
 	repeatable_read update_vs_delete concurrent_insert three_writers \
-	acquire_race acquire_expiry fence_order first_grant detach_pending compact_batches
+	acquire_race acquire_expiry fence_order first_grant detach_pending compact_batches acquire_reuse
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
 
 PG_CONFIG ?= pg_config

@@ -120,8 +120,30 @@ SELECT t.error_of($$SELECT setval('fencing.token_seq', 1)$$);
 SELECT t.error_of($$SELECT nextval('fencing.token_seq')$$);
 SELECT t.error_of($$ALTER SEQUENCE fencing.token_seq RESTART$$);
 SELECT t.error_of($$TRUNCATE fencing.resources$$);
+SELECT t.error_of($$SELECT fencing._grant_token(1)$$);
 SELECT fencing.release('res:worker', 'w', :tw) AS released;
 RESET ROLE;
+-- acquire()'s token function issues tokens inside acquire()'s UPDATE only:
+-- not even for the owner, nor in the transaction of an acquire() before.
+SELECT t.error_of($$SELECT fencing._grant_token(1)$$);
+BEGIN;
+SELECT fencing.acquire('res:worker', 'w2', '10 s') IS NOT NULL AS granted;
+SELECT t.error_of($$SELECT fencing._grant_token(1)$$);
+SELECT t.error_of($$SELECT fencing._grant_token(NULL)$$);
+ROLLBACK;
+-- A released lease and an expired one are granted again in one statement,
+-- above the last token and the resource's floor.
+SELECT fencing.acquire('res:again', 'a', '10 s') AS ta \gset
+SELECT fencing.release('res:again', 'a', :ta) AS released;
+SELECT fencing.acquire('res:again', 'b', '1 ms') AS tb \gset
+SELECT :tb > :ta AS above_last;
+SELECT pg_sleep(0.01);
+INSERT INTO fencing.resource_floors (prefix, token) VALUES ('res:again', :tb + 10);
+SELECT fencing.acquire('res:again', 'c', '10 s') AS tc \gset
+SELECT :tc > :tb + 10 AS above_floor, holder, token = :tc AS token_stored, live
+FROM fencing.leases WHERE resource = 'res:again';
+SELECT fencing.acquire('res:again', 'd', '10 s') IS NULL AS live_lease_refused;
+DELETE FROM fencing.resource_floors WHERE prefix = 'res:again';
 -- The functions that write lease, fence and mark state are the only SECURITY DEFINER
 -- ones, and pin search_path.
 SELECT p.proname, p.prosecdef, p.proconfig FROM pg_proc p

@@ -4,13 +4,16 @@
  * semantics of Redis' SET NX PX + INCR.
  */
 #include "arguments.hpp"
+#include "layout.hpp"
 #include "resources.hpp"
 #include "spi.hpp"
 #include "token.hpp"
 #include "tokens.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 }
 
@@ -43,7 +46,67 @@ bool update_held_lease(SPIPlanPtr *cache, const char *set, Datum *values, int na
 	return held;
 }
 
+/*
+ * The grant in one statement, on a resource row that exists and holds no live
+ * lease: the UPDATE locks the row, and the token is issued in its SET list,
+ * after the row passed the WHERE on its newest version (a concurrent change
+ * makes the executor check the newest version again and compute the SET list
+ * anew, with that version's token as the floor), so it is above the
+ * resource's last token and floor when the row is written.  Every name
+ * qualified, every operator OPERATOR(pg_catalog.x), although the search_path
+ * is pinned.  No row: the resource has no row yet or holds a live lease;
+ * acquire() then takes the path that locks (and creates) the row first.
+ */
+constexpr const char *grant_free_sql =
+    "UPDATE fencing.resources r"
+    " SET holder = $2, released = false,"
+    " token = fencing._grant_token(pg_catalog.int8larger(COALESCE(r.token, 0),"
+    "  COALESCE((SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"
+    "   WHERE pg_catalog.starts_with($1, f.prefix)), 0))),"
+    " (granted_at, expires_at) = (SELECT c.now, c.now OPERATOR(pg_catalog.+) $3 FROM"
+    "  (SELECT pg_catalog.clock_timestamp() AS now) c)"
+    " WHERE r.resource OPERATOR(pg_catalog.=) $1"
+    " AND (r.released OR r.expires_at IS NULL"
+    "  OR r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())"
+    " RETURNING r.token";
+SPIPlanPtr grant_free_plan = nullptr;
+
+/*
+ * The local transaction in which acquire() runs grant_free_sql, or 0:
+ * _grant_token() issues tokens for that statement only.  An error ends the
+ * transaction (or subtransaction), and with it the permission.
+ */
+LocalTransactionId granting = InvalidLocalTransactionId;
+SubTransactionId granting_in = InvalidSubTransactionId;
+
 } // namespace
+
+/*
+ * _grant_token(floor) RETURNS bigint: a new token above floor, for acquire()'s
+ * UPDATE only (refused anywhere else, and revoked from PUBLIC).
+ */
+FENCING_FUNCTION(grant_token)
+{
+	if (granting == InvalidLocalTransactionId || granting != MyProc->lxid ||
+	    granting_in != GetCurrentSubTransactionId() || PG_ARGISNULL(0))
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("fencing._grant_token() is for fencing.acquire() only"),
+		                errhint("Call fencing.acquire().")));
+	int64 floor = PG_GETARG_INT64(0);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "fencing: SPI_connect failed");
+	/*
+	 * Its errors (tokens used up, a canceled wait for the standbys) read as
+	 * acquire()'s own, without the internal UPDATE as their context; an error
+	 * restores the stack.
+	 */
+	ErrorContextCallback *context = error_context_stack;
+	error_context_stack = nullptr;
+	int64 token = issue_token(floor, false);
+	error_context_stack = context;
+	SPI_finish();
+	PG_RETURN_INT64(token);
+}
 
 /* acquire(resource, holder, ttl): a new token if no live lease holds the resource, else NULL. */
 FENCING_FUNCTION(acquire)
@@ -54,6 +117,27 @@ FENCING_FUNCTION(acquire)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "fencing: SPI_connect failed");
+	Datum name = CStringGetTextDatum(resource);
+	Datum holder_text = CStringGetTextDatum(holder);
+	if (installed_layout() == Layout::current) {
+		/* As below, before anything is locked or issued. */
+		require_grant_confirmation();
+		Oid types[3] = {TEXTOID, TEXTOID, INTERVALOID};
+		SPIPlanPtr plan = kept_plan(&grant_free_plan, grant_free_sql, 3, types);
+		Datum values[3] = {name, holder_text, ttl};
+		granting = MyProc->lxid;
+		granting_in = GetCurrentSubTransactionId();
+		run_plan(plan, values, nullptr, false, SPI_OK_UPDATE_RETURNING);
+		granting = InvalidLocalTransactionId;
+		if (SPI_processed == 1) {
+			bool isnull;
+			int64 token = DatumGetInt64(result_value(0, 1, &isnull));
+			SPI_finish();
+			note_grant(token);
+			require_durable_commit();
+			PG_RETURN_INT64(token);
+		}
+	}
 	Lease lease = lock_lease(resource);
 	if (lease.live) {
 		SPI_finish();
@@ -69,8 +153,7 @@ FENCING_FUNCTION(acquire)
 	                            " (SELECT pg_catalog.clock_timestamp() AS now) c)"
 	                            " WHERE resource = $1",
 	                            4, types);
-	Datum values[4] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
-	                   Int64GetDatum(token), ttl};
+	Datum values[4] = {name, holder_text, Int64GetDatum(token), ttl};
 	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
 	SPI_finish();
 	require_durable_commit();

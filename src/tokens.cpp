@@ -603,14 +603,6 @@ void forget_aborted_grants(SubXactEvent event, SubTransactionId, SubTransactionI
 	ngrants = kept;
 }
 
-/* Notes a grant of this transaction. */
-void note_grant(int64 token)
-{
-	if (ngrants < max_grants_named)
-		grants[ngrants++] = Grant{token, GetCurrentTransactionNestLevel()};
-	grants_total++;
-}
-
 /* Flushes `lsn` and waits for the synchronous standbys; errors if the wait was cut short. */
 void make_durable(XLogRecPtr lsn)
 {
@@ -736,7 +728,14 @@ int64 issuable_now()
 	return std::max(clock_token(), clock_floor(generation, false) + 1);
 }
 
-int64 issue_token(int64 floor)
+void note_grant(int64 token)
+{
+	if (ngrants < max_grants_named)
+		grants[ngrants++] = Grant{token, GetCurrentTransactionNestLevel()};
+	grants_total++;
+}
+
+int64 issue_token(int64 floor, bool note)
 {
 	if (RecoveryInProgress())
 		ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
@@ -748,7 +747,8 @@ int64 issue_token(int64 floor)
 	if (token == 0)
 		token = reserve(sequence, floor);
 	require_durable_commit();
-	note_grant(token);
+	if (note)
+		note_grant(token);
 	return token;
 }
 

@@ -18,9 +18,13 @@ namespace fencing
  * not roll back with the transaction that used it) that was made durable -
  * flushed locally and confirmed by the synchronous standbys - before it is
  * returned, whatever the caller's synchronous_commit.  Call inside
- * SPI_connect.
+ * SPI_connect.  Noted for the warning at commit (note_grant) unless `note`
+ * is false: the caller notes it once it is sure the token was granted.
  */
-int64 issue_token(int64 floor);
+int64 issue_token(int64 floor, bool note = true);
+
+/* Notes a token granted in this transaction, for the warning at commit. */
+void note_grant(int64 token);
 
 /* The server clock: microseconds since 1970 (0.2.0's tokens followed it). */
 int64 clock_token();
