@@ -16,6 +16,7 @@ extern "C" {
 #include "access/genam.h"
 #include "access/relation.h"
 #include "access/stratnum.h"
+#include "access/transam.h"
 #include "access/htup_details.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
@@ -120,7 +121,8 @@ char *json_text(const JsonbValue &v, Oid type)
 {
 	if (v.type == jbvNull)
 		return nullptr;
-	Oid base = getBaseType(type);
+	/* The types of the initial catalog (pg_type.dat) are no domains: no lookup for them. */
+	Oid base = type < FirstGenbkiObjectId ? type : getBaseType(type);
 	if (base == JSONOID || base == JSONBOID) {
 		if (v.type == jbvBinary)
 			return JsonbToCString(nullptr, v.val.binary.data, v.val.binary.len);
@@ -228,6 +230,8 @@ Relation primary_key(const Call &call)
 /* The key values in the primary key index's column order. */
 Datum *key_in_index_order(const Call &call)
 {
+	if (call.key.count == 1)
+		return call.key.values; /* one column: no order to look up in the index */
 	KeyColumns key = key_columns(primary_key(call));
 	Datum *values = static_cast<Datum *>(palloc(sizeof(Datum) * key.count));
 	for (int i = 0; i < key.count; i++)
@@ -531,8 +535,7 @@ FENCING_FUNCTION(fenced_update)
 	parse_changes(&call, PG_GETARG_JSONB_P(3));
 
 	/* Below the table's floor (compact()), no row would take it: stale without trying. */
-	int64 floor =
-	    call.fence.is_protected && call.fence.citus_id == 0 ? floor_of(mark_scope(call.rel)) : 0;
+	int64 floor = call.fence.is_protected && call.fence.citus_id == 0 ? floor_of(call.rel) : 0;
 	int64 stored = floor;
 	volatile Outcome outcome = Outcome::skipped;
 	if (!token_accepts(call.fence.mode, floor, call.token)) {

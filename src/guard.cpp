@@ -179,13 +179,12 @@ TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 		TableFence fence;
 		if (!fence_from_trigger(trigger->tg_relation, trigger->tg_trigger, &fence))
 			fence_of_unprotected(trigger, &fence);
-		Relation pk = open_primary_key(trigger->tg_relation);
+		KeyColumns key = primary_key_columns(trigger->tg_relation);
 		info = static_cast<TableInfo *>(
 		    MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(TableInfo)));
 		info->trigger_oid = trigger->tg_trigger->tgoid;
 		info->fence = fence;
-		info->key = key_columns(pk);
-		index_close(pk, AccessShareLock);
+		info->key = key;
 		info->counter = relation_counter(trigger->tg_relation);
 		info->key_changes_unseen = key_changes_unseen(trigger);
 		/*
@@ -274,7 +273,7 @@ const MarkScope &scope_of(const Write &w)
 int64 bar(const Write &w, int64 stored)
 {
 	if (!w.info->floor_known) {
-		w.info->floor = w.fence->citus_id == 0 ? floor_of(scope_of(w)) : 0;
+		w.info->floor = w.fence->citus_id == 0 ? floor_of(w.rel) : 0;
 		w.info->floor_known = true;
 	}
 	return std::max(stored, w.info->floor);

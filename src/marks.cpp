@@ -175,10 +175,12 @@ void record_mark(const MarkScope &scope, const KeyHash &key, int64 token)
 	               3, types, values);
 }
 
-int64 floor_of(const MarkScope &scope)
+namespace
 {
-	if (installed_layout() == Layout::v0_1_0)
-		return 0;
+
+/* The cached floor of `relid` (the first relation of its scope); false if none is cached. */
+bool cached_floor(Oid relid, int64 *floor)
+{
 	if (floor_cache == nullptr) {
 		HASHCTL control{};
 		control.keysize = sizeof(Oid);
@@ -187,10 +189,30 @@ int64 floor_of(const MarkScope &scope)
 		CacheRegisterRelcacheCallback(forget_floor, 0);
 	}
 	bool found;
-	auto *entry =
-	    static_cast<FloorEntry *>(hash_search(floor_cache, &scope.relids[0], HASH_FIND, &found));
+	auto *entry = static_cast<FloorEntry *>(hash_search(floor_cache, &relid, HASH_FIND, &found));
 	if (found)
-		return entry->floor;
+		*floor = entry->floor;
+	return found;
+}
+
+} // namespace
+
+int64 floor_of(Relation rel)
+{
+	int64 floor;
+	if (installed_layout() != Layout::v0_1_0 && cached_floor(RelationGetRelid(rel), &floor))
+		return floor;
+	return floor_of(mark_scope(rel));
+}
+
+int64 floor_of(const MarkScope &scope)
+{
+	if (installed_layout() == Layout::v0_1_0)
+		return 0;
+	int64 cached;
+	if (cached_floor(scope.relids[0], &cached))
+		return cached;
+	bool found;
 	Oid types[1] = {REGCLASSARRAYOID};
 	Datum values[1] = {relid_array(scope)};
 	int rc = run_as_owner(&scope_floor_plan,
@@ -207,7 +229,7 @@ int64 floor_of(const MarkScope &scope)
 	if (isnull)
 		floor = 0;
 	/* The hash table may have been reset meanwhile: look the slot up again. */
-	entry =
+	auto *entry =
 	    static_cast<FloorEntry *>(hash_search(floor_cache, &scope.relids[0], HASH_ENTER, &found));
 	entry->floor = floor;
 	return floor;

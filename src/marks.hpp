@@ -54,4 +54,7 @@ void raise_floor(Oid relid, int64 token, bool every_write = false);
  */
 int64 floor_of(const MarkScope &scope);
 
+/* floor_of(mark_scope(rel)), working the scope out only when the floor is not cached. */
+int64 floor_of(Relation rel);
+
 } // namespace fencing

@@ -208,6 +208,23 @@ KeyColumns key_columns(Relation pk)
 	return key;
 }
 
+KeyColumns primary_key_columns(Relation rel)
+{
+	require_primary_key(rel);
+	Bitmapset *attrs = RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_PRIMARY_KEY);
+	if (bms_num_members(attrs) == 1) {
+		KeyColumns key;
+		key.count = 1;
+		key.attnums[0] = bms_singleton_member(attrs) + FirstLowInvalidHeapAttributeNumber;
+		bms_free(attrs);
+		return key;
+	}
+	Relation pk = open_primary_key(rel);
+	KeyColumns key = key_columns(pk);
+	index_close(pk, AccessShareLock);
+	return key;
+}
+
 void key_values(Relation rel, const KeyColumns &key, HeapTuple tuple, Datum *values, bool *isnull)
 {
 	TupleDesc desc = RelationGetDescr(rel);

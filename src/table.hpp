@@ -74,6 +74,12 @@ FENCING_PLAIN_DATA(TableFence);
 
 KeyColumns key_columns(Relation pk);
 
+/*
+ * key_columns() of the primary key of `rel` (errors if it has none), without
+ * opening the index when the key has one column.
+ */
+KeyColumns primary_key_columns(Relation rel);
+
 /* Extracts a tuple's key values, in index column order. */
 void key_values(Relation rel, const KeyColumns &key, HeapTuple tuple, Datum *values, bool *isnull);
 
