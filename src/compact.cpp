@@ -63,24 +63,28 @@ void check_floor(int64 below, int64 seen, const char *what)
 		         errhint("Pick a floor below the token of every holder still working.")));
 }
 
+/* The one bigint a query reads as the extension owner, or 0 if none. */
+int64 highest(const char *sql, Oid type, Datum value)
+{
+	int rc = run_sql(sql, 1, &type, &value, InvalidSnapshot, true, true);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: reading tokens failed: %s", SPI_result_code_string(rc));
+	bool isnull = true;
+	Datum token = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
+	int64 seen = isnull ? 0 : DatumGetInt64(token);
+	SPI_finish();
+	return seen;
+}
+
 /* The highest token a table's tree has seen (marks and floors), or 0. */
 int64 highest_marked(List *tree)
 {
-	Oid types[1] = {REGCLASSARRAYOID};
-	Datum values[1] = {relid_array(tree)};
-	int rc = run_sql("SELECT GREATEST("
-	                 " (SELECT pg_catalog.max(token) FROM fencing.deleted_keys"
-	                 "   WHERE relid OPERATOR(pg_catalog.=) ANY ($1)),"
-	                 " (SELECT pg_catalog.max(token) FROM fencing.floors"
-	                 "   WHERE relid OPERATOR(pg_catalog.=) ANY ($1)))",
-	                 1, types, values, InvalidSnapshot, true, true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading marks failed: %s", SPI_result_code_string(rc));
-	bool isnull = true;
-	Datum highest = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
-	int64 seen = isnull ? 0 : DatumGetInt64(highest);
-	SPI_finish();
-	return seen;
+	return highest("SELECT GREATEST("
+	               " (SELECT pg_catalog.max(token) FROM fencing.deleted_keys"
+	               "   WHERE relid OPERATOR(pg_catalog.=) ANY ($1)),"
+	               " (SELECT pg_catalog.max(token) FROM fencing.floors"
+	               "   WHERE relid OPERATOR(pg_catalog.=) ANY ($1)))",
+	               REGCLASSARRAYOID, relid_array(tree));
 }
 
 /*
@@ -266,18 +270,10 @@ void raise_resource_floor(Datum prefix, int64 below)
 	Datum values[2] = {prefix, Int64GetDatum(below)};
 	/* The resources only when the clock alone would refuse: reading them all takes long. */
 	int64 seen = issuable_now();
-	if (below > one_above(seen)) {
-		int rc = run_sql("SELECT pg_catalog.max(r.token) FROM fencing.resources r"
-		                 " WHERE pg_catalog.starts_with(r.resource, $1)",
-		                 1, types, values, InvalidSnapshot, true, true);
-		if (rc != SPI_OK_SELECT)
-			elog(ERROR, "fencing: compacting resources failed: %s", SPI_result_code_string(rc));
-		bool isnull = true;
-		Datum highest = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
-		if (!isnull)
-			seen = std::max(seen, DatumGetInt64(highest));
-		SPI_finish();
-	}
+	if (below > one_above(seen))
+		seen = std::max(seen, highest("SELECT pg_catalog.max(r.token) FROM fencing.resources r"
+		                              " WHERE pg_catalog.starts_with(r.resource, $1)",
+		                              TEXTOID, prefix));
 	check_floor(below, seen, "the lock manager has");
 	int rc = run_sql("INSERT INTO fencing.resource_floors AS f (prefix, token) VALUES ($1, $2)"
 	                 " ON CONFLICT ON CONSTRAINT resource_floors_pkey"

@@ -127,23 +127,22 @@ def main():
         c.execute("SELECT fencing.protect('cmp.soak')")
         c.execute("INSERT INTO cmp.soak SELECT g, 0, 1 FROM generate_series(1, 1000) g")
 
-        def fill_marks():
+        def fill(sql, table, n):
             t = time.monotonic()
-            c.execute("INSERT INTO fencing.deleted_keys (relid, key, token)"
-                      " SELECT 'cmp.soak'::regclass, sha256(int8send(g)), 100 + g %% 1000"
-                      " FROM generate_series(1, %s) g", (a.marks,))
-            c.execute("VACUUM ANALYZE fencing.deleted_keys")
+            c.execute(sql, (n,))
+            c.execute(f"VACUUM ANALYZE {table}")
             c.execute("CHECKPOINT")
             return time.monotonic() - t
 
+        def fill_marks():
+            return fill("INSERT INTO fencing.deleted_keys (relid, key, token)"
+                        " SELECT 'cmp.soak'::regclass, sha256(int8send(g)), 100 + g %% 1000"
+                        " FROM generate_series(1, %s) g", "fencing.deleted_keys", a.marks)
+
         def fill_resources():
-            t = time.monotonic()
-            c.execute("INSERT INTO fencing.resources (resource, holder, token, granted_at, expires_at, released)"
-                      " SELECT 'idle:' || g, 'h', 100 + g %% 1000, now(), now(), true"
-                      " FROM generate_series(1, %s) g", (a.resources,))
-            c.execute("VACUUM ANALYZE fencing.resources")
-            c.execute("CHECKPOINT")
-            return time.monotonic() - t
+            return fill("INSERT INTO fencing.resources (resource, holder, token, granted_at, expires_at,"
+                        " released) SELECT 'idle:' || g, 'h', 100 + g %% 1000, now(), now(), true"
+                        " FROM generate_series(1, %s) g", "fencing.resources", a.resources)
 
         def count(sql):
             return c.execute(sql).fetchone()[0]
