@@ -422,7 +422,7 @@ FENCING_FUNCTION(compact)
 
 /*
  * compact_in_batches(target regclass, below bigint, batch_size integer
- * DEFAULT 10000, INOUT removed bigint DEFAULT NULL): compact() without
+ * DEFAULT 1000, INOUT removed bigint DEFAULT NULL): compact() without
  * holding writers off.  The floor is raised and committed first, in a
  * transaction of its own that writers wait for as they wait for compact()
  * (it waits for the writers in flight, then commits a row per relation);
@@ -472,7 +472,7 @@ FENCING_FUNCTION(compact_resources)
 
 /*
  * compact_resources_in_batches(below bigint, prefix text DEFAULT '',
- * batch_size integer DEFAULT 10000, INOUT removed bigint DEFAULT NULL):
+ * batch_size integer DEFAULT 1000, INOUT removed bigint DEFAULT NULL):
  * compact_resources() a batch per transaction, the floor committed first.
  * Not SECURITY DEFINER (that would forbid the commits): revoked from
  * PUBLIC, it reads and writes the extension's tables as their owner

@@ -17,7 +17,7 @@ COMMENT ON FUNCTION fencing.compact(regclass, bigint) IS
 -- and committed first (writers wait for that moment only), then the marks go
 -- a batch per transaction.  CALLed on its own.
 CREATE OR REPLACE PROCEDURE fencing.compact_in_batches(target regclass, below bigint,
-                                                       batch_size integer DEFAULT 10000,
+                                                       batch_size integer DEFAULT 1000,
                                                        INOUT removed bigint DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'compact_in_batches'
 LANGUAGE C;
@@ -42,7 +42,7 @@ COMMENT ON FUNCTION fencing.compact_resources(bigint, text) IS
 -- would forbid its commits: revoked from PUBLIC, it works on the extension's
 -- tables as their owner, in C.
 CREATE OR REPLACE PROCEDURE fencing.compact_resources_in_batches(below bigint, prefix text DEFAULT '',
-                                                                 batch_size integer DEFAULT 10000,
+                                                                 batch_size integer DEFAULT 1000,
                                                                  INOUT removed bigint DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'compact_resources_in_batches'
 LANGUAGE C;

@@ -114,7 +114,7 @@ def main():
     ap.add_argument("--marks", type=int, default=10_000_000)
     ap.add_argument("--resources", type=int, default=10_000_000)
     ap.add_argument("--writers", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=10_000)
+    ap.add_argument("--batch", type=int, default=1_000)
     ap.add_argument("--baseline-seconds", type=float, default=10)
     ap.add_argument("--blocking", action="store_true")
     ap.add_argument("--csv", required=True)
