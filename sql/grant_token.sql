@@ -1,16 +1,18 @@
 -- fencing._grant_token() issues tokens for acquire()'s own UPDATE only: not
 -- for code that runs inside that UPDATE in the same transaction and
--- savepoint (a trigger on fencing.resources that a DBA added, in SQL or
--- PL/pgSQL), not even for the extension owner who wrote that code.  Such a
--- call could mint tokens no lease holds, or pass a floor at the end of the
--- generation and use its tokens up for good (the sequence does not roll back).
+-- savepoint (a trigger on fencing.resources that a DBA added), not even for
+-- the extension owner who wrote that code.  Such a call could mint tokens no
+-- lease holds, or pass a floor at the end of the generation and use its
+-- tokens up for good (the sequence does not roll back).
 
-SELECT fencing.acquire('res:mint', 'a', '10 s') AS t0 \gset
-SELECT fencing.release('res:mint', 'a', :t0) AS released;
+-- Three released resources: acquire() grants each in its one UPDATE.
+SELECT max(fencing.acquire('res:mint:' || i, 'a', '10 s')) AS t0 FROM generate_series(1, 3) i \gset
+SELECT count(*) FILTER (WHERE fencing.release(resource, holder, token)) AS released
+FROM fencing.leases WHERE resource LIKE 'res:mint:%';
 CREATE TABLE t.minted (token bigint);
 
--- A trigger (no savepoint of its own) calling it: refused, and the
--- acquire() that ran it fails with nothing minted.
+-- A trigger (no savepoint of its own) calling it from a statement: refused,
+-- and the acquire() that ran it fails with nothing minted.
 CREATE FUNCTION t.mint() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO t.minted SELECT fencing._grant_token(0);
@@ -19,7 +21,7 @@ END
 $$;
 CREATE TRIGGER mint BEFORE UPDATE ON fencing.resources
 	FOR EACH ROW EXECUTE FUNCTION t.mint();
-SELECT t.error_of($$SELECT fencing.acquire('res:mint', 'b', '10 s')$$);
+SELECT t.error_of($$SELECT fencing.acquire('res:mint:1', 'b', '10 s')$$);
 SELECT count(*) AS minted FROM t.minted;
 DROP TRIGGER mint ON fencing.resources;
 
@@ -35,35 +37,35 @@ END
 $$;
 CREATE TRIGGER mint AFTER UPDATE ON fencing.resources
 	FOR EACH ROW EXECUTE FUNCTION t.mint();
-SELECT t.error_of($$SELECT fencing.acquire('res:mint', 'b', '10 s')$$);
+SELECT t.error_of($$SELECT fencing.acquire('res:mint:2', 'b', '10 s')$$);
 SELECT count(*) AS minted FROM t.minted;
 DROP TRIGGER mint ON fencing.resources;
 
--- A floor at the end of the generation: refused before anything is issued
--- (it would have set fencing.token_seq there, and every later grant of the
+-- A floor just below the end of the generation: refused before anything is
+-- issued (it would set fencing.token_seq there, and every later grant of the
 -- database would fail with 22003 until a promotion).
 CREATE OR REPLACE FUNCTION t.mint() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	PERFORM fencing._grant_token(((fencing.token_at(now()) >> 42) + 1 << 42) - 2);
+	PERFORM fencing._grant_token((((fencing.token_at(now()) >> 42) + 1) << 42) - 2);
 	RETURN NEW;
 END
 $$;
 CREATE TRIGGER mint BEFORE UPDATE ON fencing.resources
 	FOR EACH ROW EXECUTE FUNCTION t.mint();
-SELECT t.error_of($$SELECT fencing.acquire('res:mint', 'b', '10 s')$$);
+SELECT t.error_of($$SELECT fencing.acquire('res:mint:3', 'b', '10 s')$$);
 DROP TRIGGER mint ON fencing.resources;
 
--- Nothing was granted or used up: the resource is still free and the next
--- grant is an ordinary one, above the last and far from the generation's end.
-SELECT holder, live FROM fencing.leases WHERE resource = 'res:mint';
-SELECT fencing.acquire('res:mint', 'b', '10 s') AS t1 \gset
-SELECT :t1 > :t0 AS above_last,
-       :t1 < fencing.token_at(now() + interval '1 hour') AS not_used_up;
-SELECT fencing.acquire('res:mint:other', 'c', '10 s') > :t1 AS next_grant_works;
+-- Nothing was granted or used up: the resources are still free, and the
+-- next grants are ordinary ones, above the last and far from the end of the
+-- generation.
+SELECT resource, holder, live FROM fencing.leases WHERE resource LIKE 'res:mint:%' ORDER BY 1;
+SELECT bool_and(t > :t0) AS above_last,
+       bool_and(t < fencing.token_at(now() + interval '1 hour')) AS not_used_up
+FROM (SELECT fencing.acquire('res:mint:' || i, 'b', '10 s') FROM generate_series(1, 3) i) g(t);
 
 -- The function itself stays refused outside acquire(), whatever the argument.
 SELECT t.error_of($$SELECT fencing._grant_token(1)$$);
 
 DROP FUNCTION t.mint();
 DROP TABLE t.minted;
-DELETE FROM fencing.resources WHERE resource LIKE 'res:mint%';
+DELETE FROM fencing.resources WHERE resource LIKE 'res:mint:%';
