@@ -130,6 +130,8 @@ BEGIN;
 SELECT fencing.acquire('res:worker', 'w2', '10 s') IS NOT NULL AS granted;
 SELECT t.error_of($$SELECT fencing._grant_token(1)$$);
 SELECT t.error_of($$SELECT fencing._grant_token(NULL)$$);
+SELECT t.error_of($$SELECT fencing._grant_token(1, 0)$$);
+SELECT t.error_of($$SELECT fencing._grant_token(1, NULL)$$);
 ROLLBACK;
 -- A released lease and an expired one are granted again in one statement,
 -- above the last token and the resource's floor.

@@ -26,6 +26,8 @@ extern "C" {
 #include "nodes/parsenodes.h"
 #include "tcop/dest.h"
 #include "tcop/pquery.h"
+#include "tcop/tcopprot.h"
+#include "libpq/libpq.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -825,14 +827,49 @@ int64 citus_remove_marks(int64 id, int64 below)
 	return removed;
 }
 
+namespace
+{
+
+/*
+ * Does the commit of this transaction follow the running statement, with
+ * nothing in between?  A single statement of a simple Query message (the
+ * unnamed portal without a cached plan; a query string of several
+ * statements runs in an implicit transaction block, refused before), or an
+ * Execute message whose next message, already received, is Sync.  Not
+ * after another Execute in the same transaction (a pipeline), and not when
+ * the next message is not known yet: a pipelining client may send more
+ * statements of the same implicit transaction, and an error in any of them
+ * rolls back all, which a write the worker committed at once would survive.
+ */
+bool commit_follows(const Portal portal)
+{
+	if ((MyXactFlags & XACT_FLAGS_PIPELINING) != 0 || portal->name == nullptr ||
+	    portal->name[0] != '\0' || (portal->cursorOptions & CURSOR_OPT_HOLD) != 0 ||
+	    portal->portalPinned || whereToSendOutput != DestRemote)
+		return false;
+	if (portal->cplan == nullptr)
+		return true;
+	if (pq_is_reading_msg() || !pq_buffer_has_data())
+		return false;
+	pq_startmsgread();
+	int next = pq_peekbyte();
+	pq_endmsgread();
+	return next == 'S';
+}
+
+} // namespace
+
 bool citus_call_is_statement(const Node *call)
 {
 	/*
 	 * A top-level statement outside any transaction block, which has
-	 * written nothing on this node yet: Citus may commit a single-shard
-	 * write on its worker right away, as it does that of a plain UPDATE
-	 * statement.  Writes through Citus before this call (in its arguments)
-	 * opened a coordinated transaction, which Citus then keeps using.
+	 * written nothing on this node yet, and whose commit follows it
+	 * directly: Citus may commit a single-shard write on its worker right
+	 * away, as it does that of a plain UPDATE statement.  Writes through
+	 * Citus before this call (in its arguments) opened a coordinated
+	 * transaction, which Citus then keeps using.  Not a cursor (WITH HOLD:
+	 * it runs at commit, before the other holdable cursors of the
+	 * transaction, which may fail).
 	 */
 	if (!citus_loaded() || call == nullptr || executor_depth != 1 || IsTransactionBlock() ||
 	    IsSubTransaction() || TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
@@ -853,8 +890,10 @@ bool citus_call_is_statement(const Node *call)
 	    reinterpret_cast<Result *>(plan)->resconstantqual != nullptr ||
 	    list_length(plan->targetlist) != 1)
 		return false;
-	return reinterpret_cast<Node *>(static_cast<TargetEntry *>(linitial(plan->targetlist))->expr) ==
-	       call;
+	if (reinterpret_cast<Node *>(static_cast<TargetEntry *>(linitial(plan->targetlist))->expr) !=
+	    call)
+		return false;
+	return commit_follows(ActivePortal);
 }
 
 int citus_commit_alone()

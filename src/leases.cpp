@@ -62,7 +62,7 @@ constexpr const char *grant_free_sql =
     " SET holder = $2, released = false,"
     " token = fencing._grant_token(pg_catalog.int8larger(COALESCE(r.token, 0),"
     "  COALESCE((SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"
-    "   WHERE pg_catalog.starts_with($1, f.prefix)), 0))),"
+    "   WHERE pg_catalog.starts_with($1, f.prefix)), 0)), $4),"
     " (granted_at, expires_at) = (SELECT c.now, c.now OPERATOR(pg_catalog.+) $3 FROM"
     "  (SELECT pg_catalog.clock_timestamp() AS now) c)"
     " WHERE r.resource OPERATOR(pg_catalog.=) $1"
@@ -79,16 +79,29 @@ SPIPlanPtr grant_free_plan = nullptr;
 LocalTransactionId granting = InvalidLocalTransactionId;
 SubTransactionId granting_in = InvalidSubTransactionId;
 
+/*
+ * A random number, new for each run of grant_free_sql and passed to
+ * _grant_token() as a parameter of that statement only: other code that runs
+ * inside the UPDATE in the same transaction and subtransaction (a trigger on
+ * fencing.resources or fencing.token_timelines, which its owner may add, and
+ * whose PL/pgSQL expressions may run without an executor of their own) cannot
+ * read it, so it cannot issue tokens.  One wrong guess fails the statement,
+ * and catching that error takes a subtransaction, which is refused anyway.
+ */
+int64 grant_nonce = 0;
+
 } // namespace
 
 /*
- * _grant_token(floor) RETURNS bigint: a new token above floor, for acquire()'s
- * UPDATE only (refused anywhere else, and revoked from PUBLIC).
+ * _grant_token(floor, nonce) RETURNS bigint: a new token above floor, for
+ * acquire()'s UPDATE only, which passes the nonce (refused anywhere else,
+ * and revoked from PUBLIC).
  */
 FENCING_FUNCTION(grant_token)
 {
 	if (granting == InvalidLocalTransactionId || granting != MyProc->lxid ||
-	    granting_in != GetCurrentSubTransactionId() || PG_ARGISNULL(0))
+	    granting_in != GetCurrentSubTransactionId() || PG_ARGISNULL(0) || PG_ARGISNULL(1) ||
+	    grant_nonce == 0 || PG_GETARG_INT64(1) != grant_nonce)
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 		                errmsg("fencing._grant_token() is for fencing.acquire() only"),
 		                errhint("Call fencing.acquire().")));
@@ -122,13 +135,19 @@ FENCING_FUNCTION(acquire)
 	if (installed_layout() == Layout::current) {
 		/* As below, before anything is locked or issued. */
 		require_grant_confirmation();
-		Oid types[3] = {TEXTOID, TEXTOID, INTERVALOID};
-		SPIPlanPtr plan = kept_plan(&grant_free_plan, grant_free_sql, 3, types);
-		Datum values[3] = {name, holder_text, ttl};
+		Oid types[4] = {TEXTOID, TEXTOID, INTERVALOID, INT8OID};
+		SPIPlanPtr plan = kept_plan(&grant_free_plan, grant_free_sql, 4, types);
+		int64 nonce = 0;
+		while (nonce == 0)
+			if (!pg_strong_random(&nonce, sizeof nonce))
+				elog(ERROR, "fencing: could not generate random bytes");
+		Datum values[4] = {name, holder_text, ttl, Int64GetDatum(nonce)};
 		granting = MyProc->lxid;
 		granting_in = GetCurrentSubTransactionId();
+		grant_nonce = nonce;
 		run_plan(plan, values, nullptr, false, SPI_OK_UPDATE_RETURNING);
 		granting = InvalidLocalTransactionId;
+		grant_nonce = 0;
 		if (SPI_processed == 1) {
 			bool isnull;
 			int64 token = DatumGetInt64(result_value(0, 1, &isnull));

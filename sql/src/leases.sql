@@ -12,13 +12,15 @@ COMMENT ON FUNCTION fencing.acquire(text, text, interval) IS
 'grants the lease on a resource if no live lease holds it and returns a new fencing token; NULL otherwise';
 
 -- The token of acquire()'s grant, issued inside its UPDATE once the row is
--- locked (src/leases.cpp); refused outside that statement.
-CREATE OR REPLACE FUNCTION fencing._grant_token(floor bigint)
+-- locked (src/leases.cpp); refused outside that statement, and to any call
+-- without the random nonce that acquire() passes that statement alone (a
+-- trigger on fencing.resources runs inside it, in the same transaction).
+CREATE OR REPLACE FUNCTION fencing._grant_token(floor bigint, nonce bigint DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'grant_token'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION fencing._grant_token(bigint) FROM PUBLIC;
-COMMENT ON FUNCTION fencing._grant_token(bigint) IS
+REVOKE ALL ON FUNCTION fencing._grant_token(bigint, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION fencing._grant_token(bigint, bigint) IS
 'internal: the token of fencing.acquire()''s grant, for its UPDATE only';
 
 CREATE OR REPLACE FUNCTION fencing.renew(resource text, holder text, token bigint, ttl interval)

@@ -600,6 +600,62 @@ def fenced_update_one_round_trip():
 
 
 @test
+def fenced_update_one_round_trip_only_when_commit_follows():
+    """The one-round-trip write commits on the worker at once: it is only
+    taken when the statement's own commit follows it directly.  Not in a
+    cursor WITH HOLD run at commit (another cursor of the same transaction
+    may still fail), not in a pipeline (statements sent before the Sync
+    share the implicit transaction, and a later failure rolls all back)."""
+    distributed("orders", rows=10)
+    call = "SELECT fencing.fenced_update('orders', %s, %s, %s)"
+
+    def state(k):
+        return q("SELECT v, last_fencing_token FROM orders WHERE id = %s", (k,))[0]
+
+    # Two holdable cursors declared in one query string run at its commit;
+    # the second is stale: the first must not stay written.
+    result, sent = remote_commands(
+        "DECLARE a CURSOR WITH HOLD FOR SELECT fencing.fenced_update('orders', '{\"id\": 2}', 20, '{\"v\": \"cursor\"}');"
+        " DECLARE b CURSOR WITH HOLD FOR SELECT fencing.fenced_update('orders', '{\"id\": 3}', 30, '{\"v\": \"cursor\"}');"
+        " DECLARE c CURSOR WITH HOLD FOR SELECT fencing.fenced_update('orders', '{\"id\": 2}', 5, '{\"v\": \"stale\"}')")
+    assert isinstance(result, psycopg.Error) and result.sqlstate == "23T01", result
+    assert state(2) == ("new", 1) and state(3) == ("new", 1), (state(2), state(3), sent)
+    # A pipeline: one implicit transaction up to the Sync; the last call is
+    # stale, so nothing of the pipeline may stay.
+    with connect() as c:
+        try:
+            with c.pipeline():
+                c.execute(call, ('{"id": 4}', 40, '{"v": "piped"}'))
+                c.execute(call, ('{"id": 5}', 50, '{"v": "piped"}'))
+                c.execute(call, ('{"id": 4}', 5, '{"v": "stale"}'))
+            raise AssertionError("the stale call in the pipeline was accepted")
+        except psycopg.Error as e:
+            assert e.sqlstate == "23T01", e
+    assert state(4) == ("new", 1) and state(5) == ("new", 1), (state(4), state(5))
+    # A pipeline whose later statement fails otherwise.
+    with connect() as c:
+        try:
+            with c.pipeline():
+                c.execute(call, ('{"id": 6}', 60, '{"v": "piped"}'))
+                c.execute("SELECT 1/0")
+            raise AssertionError("division by zero succeeded")
+        except psycopg.Error as e:
+            assert e.sqlstate == "22012", e
+    assert state(6) == ("new", 1), state(6)
+    # Still one round trip for a statement of its own, also with parameters
+    # (extended protocol, Sync right after), and after a pipeline.
+    for k, params in ((7, True), (8, False)):
+        if params:
+            result, sent = remote_commands(call, (f'{{"id": {k}}}', 70, '{"v": "alone"}'))
+        else:
+            result, sent = remote_commands(
+                f"SELECT fencing.fenced_update('orders', '{{\"id\": {k}}}', 70, '{{\"v\": \"alone\"}}')")
+        assert result == [(True,)] and len(sent) == 1 and sent[0].startswith("UPDATE "), (result, sent)
+        assert state(k) == ("alone", 70)
+    assert one("SHOW citus.function_opens_transaction_block") == "on"
+
+
+@test
 def table_owner_not_superuser():
     """A table owner without superuser rights protects and uses its own distributed table."""
     q("DROP TABLE IF EXISTS owned")
@@ -892,7 +948,10 @@ def token_reaches_workers_everywhere():
 
 def main():
     failed = 0
+    only = os.environ.get("CITUS_TESTS", "").split()
     for fn in TESTS:
+        if only and fn.__name__ not in only:
+            continue
         name = "citus_" + fn.__name__
         try:
             fn()
