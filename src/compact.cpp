@@ -125,18 +125,32 @@ bool remove_batch(const char *sql, Oid scope_type, Datum scope, Oid key_type, Da
  * relation whose marks it reads, in the same snapshot (marks.cpp,
  * find_high_water()), so removing such a mark changes no lookup's result,
  * whatever state the rest of the compaction is in.
+ *
+ * A batch never waits for a row: it locks the rows it removes with SKIP
+ * LOCKED and leaves those another transaction holds to the next
+ * compaction.  A writer that deletes a key re-marks it, locking the mark's
+ * row until it commits; a batch that waited for it, holding the rows it had
+ * taken before in its own order, deadlocked with a writer taking them in
+ * another, and made every writer behind it wait for an idle one.  A row
+ * updated since the batch's snapshot is locked in its new version, which
+ * the DELETE does not see: it stays.
  */
 const char *const mark_batch_sql =
     "WITH batch AS MATERIALIZED ("
     " SELECT ctid, key FROM fencing.deleted_keys"
     "  WHERE relid OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.>) $2"
     "  ORDER BY key LIMIT $4),"
-    " gone AS ("
-    " DELETE FROM fencing.deleted_keys d"
+    " taken AS MATERIALIZED ("
+    " SELECT d.ctid FROM fencing.deleted_keys d"
     "  WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM batch))"
     "  AND d.relid OPERATOR(pg_catalog.=) $1"
     "  AND d.token OPERATOR(pg_catalog.<) LEAST($3, COALESCE((SELECT f.token FROM fencing.floors f"
     "   WHERE f.relid OPERATOR(pg_catalog.=) $1), 0))"
+    "  FOR UPDATE OF d SKIP LOCKED),"
+    " gone AS ("
+    " DELETE FROM fencing.deleted_keys d"
+    "  WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM taken))"
+    "  AND d.relid OPERATOR(pg_catalog.=) $1 AND d.token OPERATOR(pg_catalog.<) $3"
     "  RETURNING 1)"
     " SELECT (SELECT key FROM batch ORDER BY key DESC LIMIT 1),"
     " (SELECT pg_catalog.count(*) FROM gone)";
@@ -144,14 +158,16 @@ const char *const mark_batch_sql =
 /*
  * Idle leases below the floor (a live one is someone's), then fences below
  * it, a batch at a time; only under a floor already at or above `below`.
- * Rows are found again by their ctid: a row updated meanwhile is left alone.
+ * Rows are found again by their ctid and locked with SKIP LOCKED, as the
+ * marks are: a row updated meanwhile, or held by a fence() or acquire()
+ * still running, is left alone.
  */
 const char *const resource_batch_sql =
     "WITH batch AS MATERIALIZED ("
     " SELECT ctid, resource FROM fencing.resources WHERE resource OPERATOR(pg_catalog.>) $2"
     "  ORDER BY resource LIMIT $4),"
-    " gone AS ("
-    " DELETE FROM fencing.resources r"
+    " taken AS MATERIALIZED ("
+    " SELECT r.ctid FROM fencing.resources r"
     "  WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM batch))"
     "  AND pg_catalog.starts_with(r.resource, $1)"
     "  AND COALESCE(r.token, 0) OPERATOR(pg_catalog.<) $3"
@@ -159,6 +175,11 @@ const char *const resource_batch_sql =
     "pg_catalog.clock_timestamp())"
     "  AND EXISTS (SELECT FROM fencing.resource_floors f"
     "   WHERE pg_catalog.starts_with(r.resource, f.prefix) AND f.token OPERATOR(pg_catalog.>=) $3)"
+    "  FOR UPDATE OF r SKIP LOCKED),"
+    " gone AS ("
+    " DELETE FROM fencing.resources r"
+    "  WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM taken))"
+    "  AND COALESCE(r.token, 0) OPERATOR(pg_catalog.<) $3"
     "  RETURNING 1)"
     " SELECT (SELECT resource FROM batch ORDER BY resource DESC LIMIT 1),"
     " (SELECT pg_catalog.count(*) FROM gone)";
@@ -167,13 +188,18 @@ const char *const fence_batch_sql =
     "WITH batch AS MATERIALIZED ("
     " SELECT ctid, resource FROM fencing.fences WHERE resource OPERATOR(pg_catalog.>) $2"
     "  ORDER BY resource LIMIT $4),"
-    " gone AS ("
-    " DELETE FROM fencing.fences r"
+    " taken AS MATERIALIZED ("
+    " SELECT r.ctid FROM fencing.fences r"
     "  WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM batch))"
     "  AND pg_catalog.starts_with(r.resource, $1)"
     "  AND r.token OPERATOR(pg_catalog.<) $3"
     "  AND EXISTS (SELECT FROM fencing.resource_floors f"
     "   WHERE pg_catalog.starts_with(r.resource, f.prefix) AND f.token OPERATOR(pg_catalog.>=) $3)"
+    "  FOR UPDATE OF r SKIP LOCKED),"
+    " gone AS ("
+    " DELETE FROM fencing.fences r"
+    "  WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM taken))"
+    "  AND r.token OPERATOR(pg_catalog.<) $3"
     "  RETURNING 1)"
     " SELECT (SELECT resource FROM batch ORDER BY resource DESC LIMIT 1),"
     " (SELECT pg_catalog.count(*) FROM gone)";
@@ -297,10 +323,10 @@ Datum empty_key()
  * Runs the batches of one kind of row.  Between batches, `each` (when not
  * null) commits and checks that the work may go on; false from it stops.
  */
-using Between = bool (*)(const void *state);
+using Between = bool (*)(void *state);
 
 int64 remove_in_batches(const char *sql, Oid scope_type, Datum scope, Oid key_type, int64 below,
-                        int32 batch, MemoryContext keep, Between between, const void *state)
+                        int32 batch, MemoryContext keep, Between between, void *state)
 {
 	int64 removed = 0;
 	Datum after = empty_key();
@@ -316,18 +342,19 @@ int64 remove_in_batches(const char *sql, Oid scope_type, Datum scope, Oid key_ty
 	return removed;
 }
 
+/* A stop of `between` (the table dropped meanwhile) ends the whole run. */
 int64 remove_table_marks(const Tree &tree, int64 below, int32 batch, MemoryContext keep,
-                         Between between, const void *state)
+                         Between between, void *state, const bool *stopped)
 {
 	int64 removed = 0;
-	for (int i = 0; i < tree.count; i++)
+	for (int i = 0; i < tree.count && !(stopped != nullptr && *stopped); i++)
 		removed += remove_in_batches(mark_batch_sql, REGCLASSOID, ObjectIdGetDatum(tree.relids[i]),
 		                             BYTEAOID, below, batch, keep, between, state);
 	return removed;
 }
 
 int64 remove_resources(Datum prefix, int64 below, int32 batch, MemoryContext keep, Between between,
-                       const void *state)
+                       void *state)
 {
 	return remove_in_batches(resource_batch_sql, TEXTOID, prefix, TEXTOID, below, batch, keep,
 	                         between, state) +
@@ -337,12 +364,15 @@ int64 remove_resources(Datum prefix, int64 below, int32 batch, MemoryContext kee
 
 /*
  * The procedures commit between batches: only when CALLed on their own,
- * not in a transaction block or from a function.
+ * not in a transaction block or from a function, nor in a subtransaction
+ * (a PL/pgSQL block with an exception handler), where the first commit
+ * would fail only after the table was locked - writers waiting for it -
+ * and the floor raised.
  */
 void require_own_transactions(FunctionCallInfo fcinfo, const char *name, const char *instead)
 {
 	if (fcinfo->context == nullptr || !IsA(fcinfo->context, CallContext) ||
-	    castNode(CallContext, fcinfo->context)->atomic)
+	    castNode(CallContext, fcinfo->context)->atomic || IsSubTransaction())
 		ereport(ERROR,
 		        (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 		         errmsg("%s cannot run inside a transaction block", name),
@@ -379,22 +409,25 @@ Datum removed_row(FunctionCallInfo fcinfo, int64 removed)
 /* Between two batches of compact_in_batches(): commit, then take the table again. */
 struct TableBatches {
 	Oid relid;
+	bool gone;
 };
 FENCING_PLAIN_DATA(TableBatches);
 
-bool commit_and_reopen(const void *state)
+bool commit_and_reopen(void *state)
 {
-	Oid relid = static_cast<const TableBatches *>(state)->relid;
+	auto *batches = static_cast<TableBatches *>(state);
 	SPI_commit();
 	/* Dropped meanwhile: its marks went with it.  No longer the caller's: an error. */
-	Relation rel = open_owned(relid, ShareUpdateExclusiveLock);
-	if (rel == nullptr)
+	Relation rel = open_owned(batches->relid, ShareUpdateExclusiveLock);
+	if (rel == nullptr) {
+		batches->gone = true;
 		return false;
+	}
 	relation_close(rel, NoLock);
 	return true;
 }
 
-bool commit_only(const void *)
+bool commit_only(void *)
 {
 	SPI_commit();
 	return true;
@@ -416,7 +449,7 @@ FENCING_FUNCTION(compact)
 	int64 removed = 0;
 	Tree tree = raise_table_floor(PG_GETARG_OID(0), below, CurrentMemoryContext, &removed);
 	removed += remove_table_marks(tree, below, one_transaction_batch, CurrentMemoryContext, nullptr,
-	                              nullptr);
+	                              nullptr, nullptr);
 	PG_RETURN_INT64(removed);
 }
 
@@ -436,7 +469,7 @@ FENCING_FUNCTION(compact_in_batches)
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
-	TableBatches state{PG_GETARG_OID(0)};
+	TableBatches state{PG_GETARG_OID(0), false};
 	int64 below = require_token(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "below");
 	int32 batch = require_batch_size(fcinfo, 2);
 	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
@@ -446,7 +479,8 @@ FENCING_FUNCTION(compact_in_batches)
 	Tree tree = raise_table_floor(state.relid, below, keep, &removed);
 	if (tree.count > 0) {
 		if (commit_and_reopen(&state))
-			removed += remove_table_marks(tree, below, batch, keep, commit_and_reopen, &state);
+			removed += remove_table_marks(tree, below, batch, keep, commit_and_reopen, &state,
+			                              &state.gone);
 	}
 	SPI_finish();
 	PG_RETURN_DATUM(removed_row(fcinfo, removed));
@@ -490,7 +524,8 @@ FENCING_FUNCTION(compact_resources_in_batches)
 	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
 		elog(ERROR, "fencing: SPI_connect failed");
 	MemoryContext keep = CurrentMemoryContext; /* SPI's procedure context: outlives commits */
-	Datum prefix = datumCopy(PG_GETARG_DATUM(1), false, -1);
+	/* Detoasted: a TOAST pointer (a CALL's subquery argument) need not outlive the commits. */
+	Datum prefix = PointerGetDatum(PG_DETOAST_DATUM_COPY(PG_GETARG_DATUM(1)));
 	raise_resource_floor(prefix, below);
 	SPI_commit();
 	int64 removed = remove_resources(prefix, below, batch, keep, commit_only, nullptr);
