@@ -252,15 +252,15 @@ bool writes(const QueryDesc *query)
 int executor_depth = 0;
 ExecutorRun_hook_type previous_run = nullptr;
 
-void run_counting(QueryDesc *query, ScanDirection direction, uint64 count, bool execute_once)
+void run_counting(FENCING_EXECUTOR_RUN_PARAMS)
 {
 	executor_depth++;
 	PG_TRY();
 	{
 		if (previous_run != nullptr)
-			previous_run(query, direction, count, execute_once);
+			previous_run(FENCING_EXECUTOR_RUN_ARGS);
 		else
-			standard_ExecutorRun(query, direction, count, execute_once);
+			standard_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS);
 	}
 	PG_FINALLY();
 	{
@@ -849,7 +849,7 @@ bool commit_follows(const Portal portal)
 		return false;
 	if (portal->cplan == nullptr)
 		return true;
-	if (pq_is_reading_msg() || !pq_buffer_has_data())
+	if (pq_is_reading_msg() || !client_data_buffered())
 		return false;
 	pq_startmsgread();
 	int next = pq_peekbyte();

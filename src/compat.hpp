@@ -13,6 +13,9 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "replication/walsender_private.h"
+#include "executor/executor.h"
+#include "libpq/libpq.h"
+#include "storage/proc.h"
 }
 
 namespace fencing
@@ -106,6 +109,39 @@ inline bool walsender_is_physical(const WalSnd *sender)
 #else
 	(void)sender;
 	return true;
+#endif
+}
+
+/* Whether the client has sent bytes this backend has not read yet. */
+inline bool client_data_buffered()
+{
+#if PG_VERSION_NUM >= 170000
+	return pq_buffer_remaining_data() > 0;
+#else
+	return pq_buffer_has_data();
+#endif
+}
+
+/*
+ * An ExecutorRun hook's parameters and the call that passes them on: 18
+ * dropped execute_once.
+ */
+#if PG_VERSION_NUM >= 180000
+#define FENCING_EXECUTOR_RUN_PARAMS QueryDesc *query, ScanDirection direction, uint64 count
+#define FENCING_EXECUTOR_RUN_ARGS query, direction, count
+#else
+#define FENCING_EXECUTOR_RUN_PARAMS                                                                \
+	QueryDesc *query, ScanDirection direction, uint64 count, bool execute_once
+#define FENCING_EXECUTOR_RUN_ARGS query, direction, count, execute_once
+#endif
+
+/* This backend's local transaction id: 17 moved it into PGPROC's vxid. */
+inline LocalTransactionId local_transaction_id()
+{
+#if PG_VERSION_NUM >= 170000
+	return MyProc->vxid.lxid;
+#else
+	return MyProc->lxid;
 #endif
 }
 

@@ -4,6 +4,7 @@
  * semantics of Redis' SET NX PX + INCR.
  */
 #include "arguments.hpp"
+#include "compat.hpp"
 #include "layout.hpp"
 #include "resources.hpp"
 #include "spi.hpp"
@@ -99,7 +100,7 @@ int64 grant_nonce = 0;
  */
 FENCING_FUNCTION(grant_token)
 {
-	if (granting == InvalidLocalTransactionId || granting != MyProc->lxid ||
+	if (granting == InvalidLocalTransactionId || granting != local_transaction_id() ||
 	    granting_in != GetCurrentSubTransactionId() || PG_ARGISNULL(0) || PG_ARGISNULL(1) ||
 	    grant_nonce == 0 || PG_GETARG_INT64(1) != grant_nonce)
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -142,7 +143,7 @@ FENCING_FUNCTION(acquire)
 			if (!pg_strong_random(&nonce, sizeof nonce))
 				elog(ERROR, "fencing: could not generate random bytes");
 		Datum values[4] = {name, holder_text, ttl, Int64GetDatum(nonce)};
-		granting = MyProc->lxid;
+		granting = local_transaction_id();
 		granting_in = GetCurrentSubTransactionId();
 		grant_nonce = nonce;
 		run_plan(plan, values, nullptr, false, SPI_OK_UPDATE_RETURNING);

@@ -215,7 +215,8 @@ KeyColumns primary_key_columns(Relation rel)
 	if (bms_num_members(attrs) == 1) {
 		KeyColumns key;
 		key.count = 1;
-		key.attnums[0] = bms_singleton_member(attrs) + FirstLowInvalidHeapAttributeNumber;
+		key.attnums[0] = static_cast<AttrNumber>(bms_singleton_member(attrs) +
+		                                         FirstLowInvalidHeapAttributeNumber);
 		bms_free(attrs);
 		return key;
 	}
