@@ -849,7 +849,7 @@ bool commit_follows(const Portal portal)
 		return false;
 	if (portal->cplan == nullptr)
 		return true;
-	if (pq_is_reading_msg() || !client_data_buffered())
+	if (pq_is_reading_msg() || !FENCING_CLIENT_DATA_BUFFERED())
 		return false;
 	pq_startmsgread();
 	int next = pq_peekbyte();

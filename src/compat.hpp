@@ -14,7 +14,6 @@ extern "C" {
 #include "utils/relcache.h"
 #include "replication/walsender_private.h"
 #include "executor/executor.h"
-#include "libpq/libpq.h"
 #include "storage/proc.h"
 }
 
@@ -112,15 +111,16 @@ inline bool walsender_is_physical(const WalSnd *sender)
 #endif
 }
 
-/* Whether the client has sent bytes this backend has not read yet. */
-inline bool client_data_buffered()
-{
+/*
+ * Whether the client has sent bytes this backend has not read yet (a macro:
+ * libpq/libpq.h, which needs the GSSAPI headers, is included only where it
+ * is used).
+ */
 #if PG_VERSION_NUM >= 170000
-	return pq_buffer_remaining_data() > 0;
+#define FENCING_CLIENT_DATA_BUFFERED() (pq_buffer_remaining_data() > 0)
 #else
-	return pq_buffer_has_data();
+#define FENCING_CLIENT_DATA_BUFFERED() pq_buffer_has_data()
 #endif
-}
 
 /*
  * An ExecutorRun hook's parameters and the call that passes them on: 18
