@@ -27,7 +27,6 @@ extern "C" {
 #include "tcop/dest.h"
 #include "tcop/pquery.h"
 #include "tcop/tcopprot.h"
-#include "libpq/libpq.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -673,6 +672,27 @@ bool citus_logical_name(Relation rel, const char **qualified, const char **name,
 	if (found)
 		keep_logical_name(rel, *qualified, *name, hash);
 	return found;
+}
+
+bool citus_shard_named(Relation rel, const Trigger *trigger, const char **qualified,
+                       const char **name)
+{
+	int64 shard_id = shard_id_of(rel);
+	if (shard_id == 0 || !citus_loaded())
+		return false;
+	const char *suffix = psprintf("_" INT64_FORMAT, shard_id);
+	size_t suffix_length = strlen(suffix);
+	const char *relname = RelationGetRelationName(rel);
+	size_t relname_length = strlen(relname);
+	size_t tgname_length = strlen(trigger->tgname);
+	if (relname_length <= suffix_length || tgname_length <= suffix_length ||
+	    strcmp(relname + relname_length - suffix_length, suffix) != 0 ||
+	    strcmp(trigger->tgname + tgname_length - suffix_length, suffix) != 0 ||
+	    !guard_trigger_named(pnstrdup(trigger->tgname, tgname_length - suffix_length)))
+		return false;
+	*name = pnstrdup(relname, relname_length - suffix_length);
+	*qualified = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), *name);
+	return true;
 }
 
 void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash &key, int64 token)

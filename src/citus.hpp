@@ -55,6 +55,15 @@ CitusShard citus_shard(Relation shard, int64 id);
 bool citus_logical_name(Relation rel, const char **qualified, const char **name,
                         bool *hash_distributed);
 
+/*
+ * The table `rel` is named as a Citus shard of, from the names alone: `rel`
+ * is "table_<shard id>" and `trigger` one of the guard's triggers with the
+ * same suffix, as Citus names a shard's copies.  For messages only, when the
+ * shard's metadata is not visible (see fence_of_unprotected()).
+ */
+bool citus_shard_named(Relation rel, const Trigger *trigger, const char **qualified,
+                       const char **name);
+
 /* Records a deleted key's mark in the shard's marks shard; never lowers it. */
 void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash &key, int64 token);
 

@@ -17,6 +17,31 @@ extern "C" {
 #include "storage/proc.h"
 }
 
+/*
+ * The protocol reader's functions that tell whether a Sync follows a Bind and
+ * Execute (the Citus one-round-trip check), declared here as libpq/libpq.h
+ * declares them: that header includes libpq-be.h, which needs the GSSAPI
+ * headers when the server was built with GSSAPI (Debian's was), and a machine
+ * with only postgresql-server-dev-NN may not have them.  17 replaced
+ * pq_buffer_has_data() by pq_buffer_remaining_data().
+ */
+extern "C" {
+extern void pq_startmsgread(void);
+extern void pq_endmsgread(void);
+extern bool pq_is_reading_msg(void);
+extern int pq_peekbyte(void);
+#if PG_VERSION_NUM >= 170000
+extern ssize_t pq_buffer_remaining_data(void);
+#else
+extern bool pq_buffer_has_data(void);
+#endif
+}
+#if PG_VERSION_NUM >= 170000
+#define FENCING_CLIENT_DATA_BUFFERED() (pq_buffer_remaining_data() > 0)
+#else
+#define FENCING_CLIENT_DATA_BUFFERED() pq_buffer_has_data()
+#endif
+
 namespace fencing
 {
 
@@ -110,17 +135,6 @@ inline bool walsender_is_physical(const WalSnd *sender)
 	return true;
 #endif
 }
-
-/*
- * Whether the client has sent bytes this backend has not read yet (a macro:
- * libpq/libpq.h, which needs the GSSAPI headers, is included only where it
- * is used).
- */
-#if PG_VERSION_NUM >= 170000
-#define FENCING_CLIENT_DATA_BUFFERED() (pq_buffer_remaining_data() > 0)
-#else
-#define FENCING_CLIENT_DATA_BUFFERED() pq_buffer_has_data()
-#endif
 
 /*
  * An ExecutorRun hook's parameters and the call that passes them on: 18

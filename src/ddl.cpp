@@ -595,17 +595,6 @@ void keep_history(Oid parent, Oid partition)
 	relation_close(detached, NoLock);
 }
 
-/* Names of the triggers fencing.protect() installs. */
-bool guard_trigger_named(const char *name)
-{
-	static const char *const names[] = {"fencing_guard", "fencing_guard_new_keys",
-	                                    "fencing_guard_key_changes", "fencing_guard_truncate"};
-	for (const char *known : names)
-		if (strcmp(name, known) == 0)
-			return true;
-	return false;
-}
-
 /*
  * A trigger created or renamed: the guard's triggers on a protected table
  * keep their names, and another BEFORE UPDATE row trigger makes the guard's

@@ -148,6 +148,18 @@ bool key_changes_unseen(TriggerData *trigger)
 }
 
 /*
+ * A Citus shard of a table protected before Citus distributed it: its marks
+ * would stay behind when the shard moves.
+ */
+[[noreturn]] void refuse_distributed_after_protect(const char *qualified, const char *name)
+{
+	ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+	                errmsg("relation \"%s\" was distributed by Citus after it was protected", name),
+	                errdetail("Its deleted-key marks would not move with its shards."),
+	                errhint("Run SELECT fencing.protect('%s') again.", qualified)));
+}
+
+/*
  * A guard trigger on a relation the registry does not protect: only a Citus
  * shard's copy of its table's guard goes on (with the settings Citus copied:
  * on a worker the registry, which lives on the coordinator, has no row for
@@ -161,6 +173,17 @@ void fence_of_unprotected(TriggerData *trigger, TableFence *fence)
 		fence_from_arguments(trigger->tg_relation, trigger->tg_trigger, fence);
 		return;
 	}
+	/*
+	 * create_distributed_table() of a table protected while local: Citus
+	 * copies the rows into the new shards over connections of its own, which
+	 * may not see the shard's metadata that the same distributed transaction
+	 * wrote over another (Citus 14 opens one per shard placement); the shard's
+	 * and the trigger's names, and the guard's two arguments (a table
+	 * protected as distributed has three), tell what it is.
+	 */
+	if (trigger->tg_trigger->tgnargs == 2 &&
+	    citus_shard_named(trigger->tg_relation, trigger->tg_trigger, &qualified, &name))
+		refuse_distributed_after_protect(qualified, name);
 	ereport(ERROR,
 	        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 	         errmsg("relation \"%s\" is not protected by fencing.protect()",
@@ -187,20 +210,11 @@ TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 		info->key = key;
 		info->counter = relation_counter(trigger->tg_relation);
 		info->key_changes_unseen = key_changes_unseen(trigger);
-		/*
-		 * A Citus shard of a table protected before Citus distributed it:
-		 * its marks would stay behind when the shard moves.
-		 */
 		const char *qualified, *name;
 		bool hash = false;
 		if (fence.citus_id == 0 && citus_loaded() &&
 		    citus_logical_name(trigger->tg_relation, &qualified, &name, &hash) && hash)
-			ereport(
-			    ERROR,
-			    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			     errmsg("relation \"%s\" was distributed by Citus after it was protected", name),
-			     errdetail("Its deleted-key marks would not move with its shards."),
-			     errhint("Run SELECT fencing.protect('%s') again.", qualified)));
+			refuse_distributed_after_protect(qualified, name);
 		fcinfo->flinfo->fn_extra = info;
 	}
 	return info;

@@ -104,6 +104,17 @@ bool calls_guard(Oid function)
 	return guard;
 }
 
+/* Names of the triggers fencing.protect() installs (on a Citus shard, without its suffix). */
+bool guard_trigger_named(const char *name)
+{
+	static const char *const names[] = {"fencing_guard", "fencing_guard_new_keys",
+	                                    "fencing_guard_key_changes", "fencing_guard_truncate"};
+	for (const char *known : names)
+		if (strcmp(name, known) == 0)
+			return true;
+	return false;
+}
+
 /*
  * Could fencing.protect() have made this trigger for these settings?  Its
  * triggers are named fencing_guard... (on a Citus shard with a suffix) and

@@ -18,6 +18,9 @@ namespace fencing
 /* Name of the guard trigger that fencing.protect() installs. */
 constexpr const char *guard_trigger_name = "fencing_guard";
 
+/* Is `name` one of the triggers fencing.protect() installs? */
+bool guard_trigger_named(const char *name);
+
 /* Default token column (docs/design.md) and of unprotected tables used by fenced_update(). */
 constexpr const char *default_token_column = "last_fencing_token";
 

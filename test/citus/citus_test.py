@@ -743,6 +743,46 @@ def distributed_after_protect():
 
 
 @test
+def shard_named_without_metadata():
+    """Citus may copy a table's rows into its new shards over a connection
+    that does not see the shard's metadata yet (it depends on which of its
+    connections created the shard): the guard then knows the shard by its
+    name and its trigger's, and still names the distributed table.  Made
+    here on a worker by hand: a relation named as a shard of "mimic", with
+    no metadata at all."""
+    w = connect(port=W1)
+    q("DROP TABLE IF EXISTS mimic_990001", conn=w)
+    q("CREATE TABLE mimic_990001 (id int PRIMARY KEY, v text, last_fencing_token bigint)", conn=w)
+
+    def guard(name, *args):
+        arglist = ", ".join(f"'{a}'" for a in args)
+        q(f"CREATE TRIGGER {name} BEFORE INSERT OR UPDATE ON mimic_990001"
+          f" FOR EACH ROW EXECUTE FUNCTION fencing.guard({arglist})", conn=w)
+
+    def insert():
+        return expect_error("55000", "INSERT INTO mimic_990001 VALUES (1, 'x', 5)", conn=w)
+
+    guard("fencing_guard_990001", "last_fencing_token", "monotonic")
+    insert_error = insert()
+    assert 'relation "mimic" was distributed by Citus after it was protected' in str(insert_error), insert_error
+    assert "fencing.protect('public.mimic')" in (insert_error.diag.message_hint or ""), insert_error.diag.message_hint
+    # Names that do not match, or a guard protected as distributed (three
+    # arguments): the registry's refusal, naming the relation itself.
+    for trigger, args in [("fencing_guard_990002", ("last_fencing_token", "monotonic")),
+                          ("other_990001", ("last_fencing_token", "monotonic")),
+                          ("fencing_guard_990001", ("last_fencing_token", "monotonic", "77"))]:
+        q("DROP TRIGGER IF EXISTS fencing_guard_990001 ON mimic_990001", conn=w)
+        q("DROP TRIGGER IF EXISTS fencing_guard_990002 ON mimic_990001", conn=w)
+        q("DROP TRIGGER IF EXISTS other_990001 ON mimic_990001", conn=w)
+        guard(trigger, *args)
+        e = insert()
+        assert 'relation "mimic_990001" is not protected by fencing.protect()' in str(e), (trigger, args, e)
+    assert one("SELECT count(*) FROM mimic_990001", conn=w) == 0
+    q("DROP TABLE mimic_990001", conn=w)
+    w.close()
+
+
+@test
 def concurrent_sessions():
     """Isolation-style, through the coordinator: a lower token waits for a higher one's
     transaction and is then refused; a re-insert waits for the deleting transaction."""
