@@ -549,8 +549,8 @@ CitusShard citus_shard(Relation shard, int64 id)
 		                   id),
 		         errhint("Move the marks table's shards to the table's shards' nodes and run "
 		                 "update_distributed_table_colocation('fencing_citus.marks_" INT64_FORMAT
-		                 "', colocate_with => '%s').",
-		                 id, qualified ? qualified : name)));
+		                 "', colocate_with => %s).",
+		                 id, quote_literal_cstr(qualified ? qualified : quote_identifier(name)))));
 	}
 	/* A forged marks id on a shard's guard cannot reach another owner's marks. */
 	if (relation_owner(placement.marks) != shard->rd_rel->relowner)
@@ -690,7 +690,19 @@ bool citus_shard_named(Relation rel, const Trigger *trigger, const char **qualif
 	    strcmp(trigger->tgname + tgname_length - suffix_length, suffix) != 0 ||
 	    !guard_trigger_named(pnstrdup(trigger->tgname, tgname_length - suffix_length)))
 		return false;
-	*name = pnstrdup(relname, relname_length - suffix_length);
+	/*
+	 * A table name too long for the suffix: Citus cut it (at a character
+	 * boundary, up to 3 bytes short) and put a hash of the whole name before
+	 * the suffix ("<cut>_<8 hex digits>_<shard id>", 60 to 63 bytes), so the
+	 * table's name is not there to read.
+	 */
+	size_t base_length = relname_length - suffix_length;
+	constexpr size_t hash_length = 9; /* "_" and 8 hex digits */
+	if (relname_length + 4 >= NAMEDATALEN && base_length > hash_length &&
+	    relname[base_length - hash_length] == '_' &&
+	    strspn(relname + base_length - hash_length + 1, "0123456789abcdef") == hash_length - 1)
+		return false;
+	*name = pnstrdup(relname, base_length);
 	*qualified = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)), *name);
 	return true;
 }

@@ -36,6 +36,7 @@ extern "C" {
 #include "catalog/pg_trigger.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/memutils.h"
 #include "utils/rls.h"
@@ -153,10 +154,11 @@ bool key_changes_unseen(TriggerData *trigger)
  */
 [[noreturn]] void refuse_distributed_after_protect(const char *qualified, const char *name)
 {
-	ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-	                errmsg("relation \"%s\" was distributed by Citus after it was protected", name),
-	                errdetail("Its deleted-key marks would not move with its shards."),
-	                errhint("Run SELECT fencing.protect('%s') again.", qualified)));
+	ereport(ERROR,
+	        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+	         errmsg("relation \"%s\" was distributed by Citus after it was protected", name),
+	         errdetail("Its deleted-key marks would not move with its shards."),
+	         errhint("Run SELECT fencing.protect(%s) again.", quote_literal_cstr(qualified))));
 }
 
 /*

@@ -779,6 +779,30 @@ def shard_named_without_metadata():
         assert 'relation "mimic_990001" is not protected by fencing.protect()' in str(e), (trigger, args, e)
     assert one("SELECT count(*) FROM mimic_990001", conn=w) == 0
     q("DROP TABLE mimic_990001", conn=w)
+
+    # Names that need quoting: the hint is SQL to paste, so the name goes in
+    # as a literal; a quote in it cannot end the literal.
+    def named(relname, shard):
+        ident = '"' + relname.replace('"', '""') + '"'
+        q(f"DROP TABLE IF EXISTS {ident}", conn=w)
+        q(f"CREATE TABLE {ident} (id int PRIMARY KEY, last_fencing_token bigint)", conn=w)
+        q(f"CREATE TRIGGER fencing_guard_{shard} BEFORE INSERT OR UPDATE ON {ident}"
+          " FOR EACH ROW EXECUTE FUNCTION fencing.guard('last_fencing_token', 'monotonic')", conn=w)
+        e = expect_error("55000", f"INSERT INTO {ident} VALUES (1, 5)", conn=w)
+        q(f"DROP TABLE {ident}", conn=w)
+        return str(e), e.diag.message_hint or ""
+
+    text, hint = named("x'); DROP TABLE t; --_990003", 990003)
+    assert 'relation "x\'); DROP TABLE t; --" was distributed by Citus after it was protected' in text, text
+    assert hint == "Run SELECT fencing.protect('public.\"x''); DROP TABLE t; --\"') again.", hint
+    # A name Citus had to cut for its suffix ("<cut>_<8 hex digits>_<shard
+    # id>", 60 to 63 bytes) does not hold the table's name: the registry's
+    # refusal.  The same length without the hash: the table it names.
+    cut = "a" * 45 + "_deadbeef_990004"
+    text, hint = named(cut, 990004)
+    assert f'relation "{cut}" is not protected by fencing.protect()' in text, text
+    text, hint = named("a" * 54 + "_990005", 990005)
+    assert f'relation "{"a" * 54}" was distributed by Citus after it was protected' in text, text
     w.close()
 
 
