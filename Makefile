@@ -1,7 +1,7 @@
 # fencing: a PGXS build of a C++17 extension.
 
 EXTENSION = fencing
-EXTVERSION = 0.3.0
+EXTVERSION = 0.4.0
 MODULE_big = fencing
 OBJS = \
 	src/layout.o \
@@ -38,12 +38,14 @@ OBJS = \
 # before what reads them, views after the functions, event triggers last);
 # each upgrade script in UPGRADES from its hand-written part
 # sql/upgrade/A--B.sql, whose lines "--@include sql/src/FILE" bring in the
-# definitions.  Built scripts are not committed; those of released versions
-# before 0.3.0 ship as they were written.
+# definitions.  Built scripts of the release in the making are not
+# committed; those of released versions are, frozen as they shipped
+# (a release's scripts never change once it is out).
 SQL_SOURCES = $(addprefix sql/src/,prologue.sql tables.sql registry.sql guard.sql protect.sql \
 	citus.sql ddl.sql leases.sql stats.sql compact.sql views.sql event_triggers.sql)
-UPGRADES = 0.2.0--0.3.0
-DATA = sql/fencing--0.2.0.sql sql/fencing--0.1.0.sql sql/fencing--0.1.0--0.2.0.sql
+UPGRADES = 0.3.0--0.4.0
+DATA = sql/fencing--0.3.0.sql sql/fencing--0.2.0--0.3.0.sql \
+	sql/fencing--0.2.0.sql sql/fencing--0.1.0.sql sql/fencing--0.1.0--0.2.0.sql
 DATA_built = sql/fencing--$(EXTVERSION).sql $(UPGRADES:%=sql/fencing--%.sql)
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
