@@ -150,7 +150,7 @@ CREATE DATABASE fencing_clock;
 \c fencing_clock
 CREATE EXTENSION fencing;
 -- fencing.high_water_mark(): the highest token in protected tables, marks,
--- floors, fences and leases; 0 when there is none.  In a database of its own,
+-- floors and leases (not fences); 0 when there is none.  In a database of its own,
 -- which the other tests' tokens do not reach.
 SELECT fencing.high_water_mark() AS empty;
 SELECT fencing.acquire('hw:lease', 'a', '1 min') AS lease_token \gset
@@ -182,7 +182,20 @@ SELECT fencing.high_water_mark() AS after_truncate_floor;
 BEGIN;
 SELECT fencing.fence('hw:resource', 9000000000000005);
 COMMIT;
-SELECT fencing.high_water_mark() AS after_fence;
+-- A fence's token is the caller's: it does not move the reseed value, and
+-- fence_high_water_mark() reports it apart.
+SELECT fencing.high_water_mark() AS after_fence,
+       fencing.fence_high_water_mark() AS fence_mark;
+-- A role that owns nothing, with USAGE on the schema only: its fence near
+-- 2^53 leaves high_water_mark() where it was.
+CREATE ROLE hw_nobody;
+GRANT USAGE ON SCHEMA fencing TO hw_nobody;
+SET ROLE hw_nobody;
+SELECT fencing.fence('hw:nobody', 9007199254740990) AS nobody_fenced;
+SELECT fencing.fence_high_water_mark();
+RESET ROLE;
+SELECT fencing.high_water_mark() AS after_nobody_fence,
+       fencing.fence_high_water_mark() AS fence_mark_after_nobody;
 INSERT INTO hw_custom VALUES (9000000000000006, 1);
 SELECT fencing.high_water_mark() AS quoted_token_column;
 -- Temporary tables do not count (nor could other sessions' be read).
@@ -209,8 +222,9 @@ RESET ROLE;
 DROP TABLE hw_custom;
 SELECT fencing.high_water_mark() AS after_drop;
 DROP TABLE hw_items, hw_parts;
-SELECT fencing.high_water_mark() AS fence_remains;
+SELECT fencing.high_water_mark() = :lease_token AS lease_remains;
 
 \c :regress_db
 DROP DATABASE fencing_clock;
 DROP ROLE clock_user;
+DROP ROLE hw_nobody;

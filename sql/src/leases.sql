@@ -48,9 +48,11 @@ COMMENT ON FUNCTION fencing.fence(text, bigint) IS
 'compares and advances a resource''s high-water mark, holding its lock until the transaction ends; returns the previous mark';
 
 -- The highest token the storage holds: every protected table's token column,
--- deleted-key mark, truncate floor, fence and lease.  The number to reseed an
--- external token source (a Redis counter, an etcd revision offset) with after
--- it lost its state.  It reads every protected table, so it runs with the
+-- deleted-key mark and truncate floor, and every token acquire() issued.  The
+-- number to reseed an external token source (a Redis counter, an etcd
+-- revision offset) with after it lost its state.  Not the tokens of fence():
+-- any role with USAGE on the schema picks those (fence_high_water_mark()
+-- reports them), and a role that owns nothing must not move the reseed value.  It reads every protected table, so it runs with the
 -- owner's rights and is for the owner, or roles the owner grants it to.
 -- Temporary tables are skipped: they are not storage that outlives a session
 -- (and other sessions' cannot be read).
@@ -68,7 +70,6 @@ BEGIN
 	SELECT pg_catalog.max(x) INTO result FROM (
 		SELECT pg_catalog.max(token) FROM fencing.deleted_keys
 		UNION ALL SELECT pg_catalog.max(token) FROM fencing.floors
-		UNION ALL SELECT pg_catalog.max(token) FROM fencing.fences
 		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resources
 		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resource_floors) s(x);
 	-- Every protected table's token column and the Citus marks tables, read
@@ -97,7 +98,21 @@ END
 $$;
 REVOKE ALL ON FUNCTION fencing.high_water_mark() FROM PUBLIC;
 COMMENT ON FUNCTION fencing.high_water_mark() IS
-'the highest token held by protected tables, deleted-key marks, truncate floors, fences and leases; 0 if none';
+'the highest token held by protected tables, deleted-key marks, truncate floors and leases (not fences); 0 if none';
+
+-- The highest token fence() accepted, apart from high_water_mark(): fence()
+-- takes any token from any role with USAGE on the schema, so this is what
+-- callers presented, not what the storage or the lock manager vouches for.
+CREATE OR REPLACE FUNCTION fencing.fence_high_water_mark()
+RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT COALESCE(pg_catalog.max(f.token), 0) FROM fencing.fences f
+$$;
+REVOKE ALL ON FUNCTION fencing.fence_high_water_mark() FROM PUBLIC;
+COMMENT ON FUNCTION fencing.fence_high_water_mark() IS
+'the highest token fence() accepted (any role with USAGE may present one); 0 if none';
 
 -- The lowest token this server's lock manager issues at a moment, in its
 -- current generation: a compaction floor for "every grant older than ...".
