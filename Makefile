@@ -11,6 +11,7 @@ OBJS = \
 	src/compact.o \
 	src/citus.o \
 	src/settings.o \
+	src/late_load.o \
 	src/merge.o \
 	src/stats.o \
 	src/token.o \

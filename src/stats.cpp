@@ -33,6 +33,7 @@
 #include "stats.hpp"
 #include "table.hpp"
 #include "errors.hpp"
+#include "late_load.hpp"
 
 extern "C" {
 #include "access/twophase.h"
@@ -542,6 +543,7 @@ void note_rejection(Relation rel, const char *resource, Rejection kind, const ch
                     int64 presented, int64 stored)
 {
 	bool stale = kind == Rejection::stale;
+	require_configured("fencing.log_rejections");
 	if (log_rejections == 2 || (log_rejections == 1 && stale)) {
 		const char *what = rel ? psprintf("relation %s", relation_display_name(rel))
 		                       : psprintf("resource \"%s\"", resource);
@@ -575,9 +577,12 @@ void install_stats()
 	                         "Counts accepted and rejected writes in fencing.stats.",
 	                         "Takes effect with shared_preload_libraries = 'fencing'.", &stats_on,
 	                         true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-	DefineCustomEnumVariable(
-	    "fencing.log_rejections", "Logs every rejected write (stale: stale tokens only).", nullptr,
-	    &log_rejections, 0, log_rejection_options, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+	define_superuser_setting("fencing.log_rejections", [] {
+		DefineCustomEnumVariable("fencing.log_rejections",
+		                         "Logs every rejected write (stale: stale tokens only).", nullptr,
+		                         &log_rejections, 0, log_rejection_options, PGC_SUSET, 0, nullptr,
+		                         nullptr, nullptr);
+	});
 	/* A server setting can only be defined while the server starts, and only then is it needed. */
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -32,6 +32,7 @@
 #include "tokens.hpp"
 #include "rights.hpp"
 #include "compat.hpp"
+#include "late_load.hpp"
 #include "layout.hpp"
 #include "spi.hpp"
 #include "token.hpp"
@@ -328,8 +329,10 @@ int64 generation_now(bool *recorded)
 int64 clock_floor(int64 generation, bool first_on_history)
 {
 	int64 low = clock_milliseconds();
-	if (first_on_history)
+	if (first_on_history) {
+		require_configured("fencing.failover_margin");
 		low = saturating_add(low, int64{failover_margin});
+	}
 	if (low > max_low) {
 		ereport(WARNING,
 		        (errmsg("the server clock is beyond what tokens can follow"),
@@ -754,8 +757,10 @@ int64 issue_token(int64 floor, bool note)
 
 void require_grant_confirmation()
 {
+	require_configured("fencing.grant_confirmation");
 	if (grant_confirmation == confirm_off)
 		return;
+	require_configured("fencing.standby_reply_timeout");
 	TimestampTz now = GetCurrentTimestamp();
 	int confirming = 0;
 	int needed = 1;
@@ -818,24 +823,31 @@ FENCING_FUNCTION(token_at)
 
 void define_token_settings()
 {
-	DefineCustomIntVariable(
-	    "fencing.failover_margin",
-	    "How far the first token on a new timeline or system is set ahead of the server clock.",
-	    "Covers a clock that is behind the old server's after a restore that keeps the "
-	    "timeline; a promotion orders tokens by its new timeline anyway.",
-	    &failover_margin, 10000, 0, 3600000, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
-	DefineCustomEnumVariable(
-	    "fencing.grant_confirmation",
-	    "Refuses lease grants and renewals that no standby can confirm.",
-	    "off: no check; standby: a standby replied within fencing.standby_reply_timeout; "
-	    "synchronous: as many synchronous standbys as synchronous_standby_names needs did.",
-	    &grant_confirmation, confirm_off, confirmation_options, PGC_SUSET, 0, nullptr, nullptr,
-	    nullptr);
-	DefineCustomIntVariable("fencing.standby_reply_timeout",
-	                        "How recent a standby's last reply must be for "
-	                        "fencing.grant_confirmation.",
-	                        nullptr, &standby_reply_timeout, 5000, 1, 3600000, PGC_SUSET,
-	                        GUC_UNIT_MS, nullptr, nullptr, nullptr);
+	define_superuser_setting("fencing.failover_margin", [] {
+		DefineCustomIntVariable(
+		    "fencing.failover_margin",
+		    "How far the first token on a new timeline or system is set ahead of the server "
+		    "clock.",
+		    "Covers a clock that is behind the old server's after a restore that keeps the "
+		    "timeline; a promotion orders tokens by its new timeline anyway.",
+		    &failover_margin, 10000, 0, 3600000, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+	});
+	define_superuser_setting("fencing.grant_confirmation", [] {
+		DefineCustomEnumVariable(
+		    "fencing.grant_confirmation",
+		    "Refuses lease grants and renewals that no standby can confirm.",
+		    "off: no check; standby: a standby replied within fencing.standby_reply_timeout; "
+		    "synchronous: as many synchronous standbys as synchronous_standby_names needs did.",
+		    &grant_confirmation, confirm_off, confirmation_options, PGC_SUSET, 0, nullptr, nullptr,
+		    nullptr);
+	});
+	define_superuser_setting("fencing.standby_reply_timeout", [] {
+		DefineCustomIntVariable("fencing.standby_reply_timeout",
+		                        "How recent a standby's last reply must be for "
+		                        "fencing.grant_confirmation.",
+		                        nullptr, &standby_reply_timeout, 5000, 1, 3600000, PGC_SUSET,
+		                        GUC_UNIT_MS, nullptr, nullptr, nullptr);
+	});
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	previous_request = shmem_request_hook;
