@@ -114,7 +114,7 @@ def main():
     args = parser.parse_args()
     status = 0
     admin = psycopg.connect("dbname=postgres", autocommit=True)
-    for old in args.old or ["0.1.0", "0.2.0"]:
+    for old in args.old or ["0.1.0", "0.2.0", "0.3.0"]:
         for name, check in (("deadlock", deadlock), ("stall", stall)):
             ok = check(admin, old)
             print(f"test upgrade_locks_{name}_{old.replace('.', '_')} ... {'ok' if ok else 'FAILED'}")
