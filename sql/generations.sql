@@ -61,6 +61,14 @@ SELECT system_identifier = :sys AS this_system, timeline - :tl AS timeline_minus
 FROM fencing.token_timelines ORDER BY 1, 2;
 SELECT fencing.acquire('g:5', 'a', '1 min') AS t5 \gset
 SELECT :t5 > :t4 AS increases, :t5 >> 42 = :t4 >> 42 AS same_generation;
+-- On to the current release (from 0.3.0): the generations recorded stay,
+-- tokens go on in the same one.
+ALTER EXTENSION fencing UPDATE;
+SELECT system_identifier = :sys AS this_system, timeline - :tl AS timeline_minus_tl,
+       generation - :tl AS generation_minus_tl
+FROM fencing.token_timelines ORDER BY 1, 2;
+SELECT fencing.acquire('g:6', 'a', '1 min') AS t6 \gset
+SELECT :t6 > :t5 AS increases, :t6 >> 42 = :t5 >> 42 AS same_generation;
 
 \c :regress_db
 DROP DATABASE fencing_generations;
