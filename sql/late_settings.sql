@@ -37,6 +37,13 @@ SHOW fencing.grant_confirmation;
 SELECT fencing.renew('late:1', 'w', 1, '1 min');
 \echo :LAST_ERROR_SQLSTATE
 
+-- The name in other letter case: PostgreSQL matches setting names whatever
+-- their case, and the connection option, applied before the database's
+-- value, names the placeholder that value then lands in.
+\c "dbname=fencing_late user=late_writer options=-cFENCING.Grant_Confirmation=off"
+SELECT fencing.acquire('late:1', 'w', '1 min');
+\echo :LAST_ERROR_SQLSTATE
+
 -- SET in the session before the module loads: refused too, and so the session is.
 \c "dbname=fencing_late user=late_writer"
 SET fencing.grant_confirmation = off;
