@@ -94,6 +94,13 @@ GRANT SET ON PARAMETER fencing.grant_confirmation TO late_granted;
 SHOW fencing.grant_confirmation;
 SELECT fencing.acquire('late:3', 'g', '1 min') IS NOT NULL AS granted;
 
+-- An invalid configured value falls back the same way: closed, for everyone.
+\c :regress_db postgres
+ALTER DATABASE fencing_late SET fencing.grant_confirmation = 'bogus';
+\c "dbname=fencing_late user=late_writer"
+SELECT fencing.acquire('late:4', 'w', '1 min');
+\echo :LAST_ERROR_SQLSTATE
+
 \c :regress_db postgres
 DROP DATABASE fencing_late;
 REVOKE SET ON PARAMETER fencing.grant_confirmation FROM late_granted;
