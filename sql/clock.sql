@@ -196,6 +196,26 @@ SELECT fencing.fence_high_water_mark();
 RESET ROLE;
 SELECT fencing.high_water_mark() AS after_nobody_fence,
        fencing.fence_high_water_mark() AS fence_mark_after_nobody;
+-- Nor through a temporary table of its own (TEMP is PUBLIC's on a
+-- database): the marks of the keys it deletes and the floor of its TRUNCATE
+-- do not count, as its rows do not, neither while it exists nor after
+-- DISCARD TEMP dropped it (which no event trigger sees).
+SET ROLE hw_nobody;
+CREATE TEMP TABLE hw_nobody_temp (id int PRIMARY KEY);
+SELECT fencing.protect('hw_nobody_temp');
+BEGIN;
+SET LOCAL fencing.token = 9050000000000000;
+INSERT INTO hw_nobody_temp VALUES (1);
+DELETE FROM hw_nobody_temp;
+COMMIT;
+BEGIN;
+SET LOCAL fencing.token = 9050000000000001;
+TRUNCATE hw_nobody_temp;
+COMMIT;
+RESET ROLE;
+SELECT fencing.high_water_mark() AS after_nobody_temp;
+DISCARD TEMP;
+SELECT fencing.high_water_mark() AS after_nobody_temp_discarded;
 INSERT INTO hw_custom VALUES (9000000000000006, 1);
 SELECT fencing.high_water_mark() AS quoted_token_column;
 -- Temporary tables do not count (nor could other sessions' be read).

@@ -37,6 +37,13 @@ SHOW fencing.grant_confirmation;
 SELECT fencing.renew('late:1', 'w', 1, '1 min');
 \echo :LAST_ERROR_SQLSTATE
 
+-- The name in other letter case: PostgreSQL matches setting names whatever
+-- their case, and the connection option, applied before the database's
+-- value, names the placeholder that value then lands in.
+\c "dbname=fencing_late user=late_writer options=-cFENCING.Grant_Confirmation=off"
+SELECT fencing.acquire('late:1', 'w', '1 min');
+\echo :LAST_ERROR_SQLSTATE
+
 -- SET in the session before the module loads: refused too, and so the session is.
 \c "dbname=fencing_late user=late_writer"
 SET fencing.grant_confirmation = off;
@@ -86,6 +93,13 @@ GRANT SET ON PARAMETER fencing.grant_confirmation TO late_granted;
 \c "dbname=fencing_late user=late_granted options=-cfencing.grant_confirmation=off"
 SHOW fencing.grant_confirmation;
 SELECT fencing.acquire('late:3', 'g', '1 min') IS NOT NULL AS granted;
+
+-- An invalid configured value falls back the same way: closed, for everyone.
+\c :regress_db postgres
+ALTER DATABASE fencing_late SET fencing.grant_confirmation = 'bogus';
+\c "dbname=fencing_late user=late_writer"
+SELECT fencing.acquire('late:4', 'w', '1 min');
+\echo :LAST_ERROR_SQLSTATE
 
 \c :regress_db postgres
 DROP DATABASE fencing_late;

@@ -69,15 +69,25 @@ inline Oid primary_key_index(Relation rel)
 #endif
 }
 
-/* A defined setting's own entry (where PostgreSQL keeps its stack), or nullptr. */
+/*
+ * A setting's own entry (where PostgreSQL keeps its stack; a placeholder's
+ * before the setting is defined), or nullptr.  Names match as PostgreSQL
+ * matches them, whatever their ASCII letter case: a placeholder keeps the
+ * spelling of its first mention (a connection option's, say).
+ */
 inline config_generic *find_setting(const char *name)
 {
 #if PG_VERSION_NUM >= 160000
 	return find_option(name, false, true, ERROR);
 #else
+	auto same = [](const char *a, const char *b) {
+		for (; *a != '\0' && pg_ascii_tolower(*a) == pg_ascii_tolower(*b); a++, b++)
+			;
+		return pg_ascii_tolower(*a) == pg_ascii_tolower(*b);
+	};
 	config_generic **settings = get_guc_variables();
 	for (int i = 0; i < GetNumConfigOptions(); i++)
-		if (strcmp(settings[i]->name, name) == 0)
+		if (same(settings[i]->name, name))
 			return settings[i];
 	return nullptr;
 #endif

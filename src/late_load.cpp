@@ -43,13 +43,15 @@ void require_configured(const char *name)
 			ereport(ERROR,
 			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			         errmsg("setting \"%s\" lost its configured value in this session", name),
-			         errdetail("The module loaded after the session started, and the value set "
-			                   "for this session (connection options, SET or a role setting) "
-			                   "was refused: only a superuser or a role granted SET on it may "
-			                   "change it, and PostgreSQL then falls back to the built-in "
+			         errdetail("The module loaded after the session started, and a value kept "
+			                   "for the setting was refused then (see that WARNING): one set for "
+			                   "this session (connection options, SET or a role setting) without "
+			                   "the right to, which only a superuser or a role granted SET on it "
+			                   "has, or an invalid one. PostgreSQL then falls back to the built-in "
 			                   "default, not to the database's or the server's value."),
-			         errhint("Reconnect without setting %s, or add fencing to "
-			                 "shared_preload_libraries (then such a connection is refused).",
+			         errhint("Reconnect without setting %s, correct its configured value, or add "
+			                 "fencing to shared_preload_libraries (then such a connection is "
+			                 "refused).",
 			                 name)));
 }
 

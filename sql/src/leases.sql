@@ -67,14 +67,27 @@ DECLARE
 	m bigint;
 	result bigint;
 BEGIN
+	-- Marks and floors count for the relations of the registry that exist
+	-- and are not temporary, as their rows do: any role may protect a
+	-- temporary table of its own, and one dropped at session end or by
+	-- DISCARD TEMP leaves its marks behind under an OID no relation has.
 	SELECT pg_catalog.max(x) INTO result FROM (
-		SELECT pg_catalog.max(token) FROM fencing.deleted_keys
-		UNION ALL SELECT pg_catalog.max(token) FROM fencing.floors
+		SELECT pg_catalog.max(d.token) FROM fencing.deleted_keys d
+		WHERE d.relid IN (SELECT r.relid FROM fencing.registry r
+		                  JOIN pg_catalog.pg_class c ON c.oid = r.relid
+		                  WHERE c.relpersistence <> 't')
+		UNION ALL SELECT pg_catalog.max(f.token) FROM fencing.floors f
+		WHERE f.relid IN (SELECT r.relid FROM fencing.registry r
+		                  JOIN pg_catalog.pg_class c ON c.oid = r.relid
+		                  WHERE c.relpersistence <> 't')
 		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resources
 		UNION ALL SELECT pg_catalog.max(token) FROM fencing.resource_floors) s(x);
 	-- Every protected table's token column and the Citus marks tables, read
 	-- in C (_highest_token): no operator, cast or function of the tables'
 	-- owners is looked up, so nothing they defined runs with these rights.
+	-- A marks table counts only as the one protect() made: named for a
+	-- relation of the registry and owned by that relation's owner (any role
+	-- may create tables in fencing_citus).
 	FOR t IN SELECT r.relid AS relation, r.token_column
 	         FROM fencing.registry r JOIN pg_catalog.pg_class c ON c.oid = r.relid
 	         WHERE r.protected AND c.relpersistence <> 't'
@@ -82,7 +95,12 @@ BEGIN
 	         SELECT c.oid::regclass, 'token' FROM pg_catalog.pg_class c
 	         WHERE fencing._citus_schema_is_ours()
 	           AND c.relnamespace = pg_catalog.to_regnamespace('fencing_citus')
-	           AND c.relkind = 'r' AND c.relname ~ '^(marks_[0-9]+|floors)$' LOOP
+	           AND c.relkind = 'r'
+	           AND (c.relname = 'floors'
+	                OR EXISTS (SELECT FROM fencing.registry r
+	                           JOIN pg_catalog.pg_class p ON p.oid = r.relid
+	                           WHERE c.relname::text = 'marks_' || r.relid::oid::text
+	                             AND p.relowner = c.relowner AND p.relpersistence <> 't')) LOOP
 		m := fencing._highest_token(t.relation, t.token_column);
 		IF m > result OR result IS NULL THEN
 			result := m;
