@@ -51,7 +51,7 @@ DATA_built = sql/fencing--$(EXTVERSION).sql $(UPGRADES:%=sql/fencing--%.sql)
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
 REGRESS = setup partition_identity token_scope split_brain guard modes inputs marks lending merge_by_source truncate fenced_update leases fence clock generations compact compact_batches compact_batches_attack \
-	partitioned ddl security plan_cache nested stats stats_2pc token_domain orm_writeback registry ddl_routes diagnostics session_token grant_token
+	partitioned ddl security plan_cache nested stats stats_2pc token_domain orm_writeback registry ddl_routes diagnostics session_token grant_token guard_switch drop_routes
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 
 # isolation tests: test/isolation/specs/NAME.spec

@@ -34,6 +34,7 @@ extern "C" {
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
+#include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -45,6 +46,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -145,6 +147,8 @@ struct Collected {
 	List *detached;  /* pairs: parent, partition */
 	List *triggers;  /* OIDs of triggers created or altered */
 	List *retyped;   /* pairs: relation OID, column name of ALTER COLUMN ... TYPE and the like */
+	List *created;   /* OIDs of relations CREATE TABLE (AS) and CREATE FOREIGN TABLE made */
+	List *joined;    /* pairs: extension OID, relation OID of ALTER EXTENSION ... ADD */
 };
 FENCING_PLAIN_DATA(Collected);
 
@@ -166,7 +170,7 @@ bool changes_column_kind(AlterTableType type)
 /* Reads pg_event_trigger_ddl_commands() into plain lists (in the caller's memory). */
 Collected collect_commands()
 {
-	Collected collected{NIL, NIL, NIL, NIL};
+	Collected collected{NIL, NIL, NIL, NIL, NIL, NIL};
 	MemoryContext caller = CurrentMemoryContext;
 	int rc =
 	    run_sql("SELECT command, classid, objid FROM pg_catalog.pg_event_trigger_ddl_commands()", 0,
@@ -189,7 +193,19 @@ Collected collect_commands()
 		if (!class_null && !object_null && classid == TriggerRelationId)
 			collected.triggers = lappend_oid(collected.triggers, objid);
 		auto *cmd = reinterpret_cast<CollectedCommand *>(DatumGetPointer(command));
-		if (isnull || cmd->type != SCT_AlterTable)
+		if (isnull)
+			continue;
+		if (cmd->type == SCT_Simple && classid == RelationRelationId &&
+		    (IsA(cmd->parsetree, CreateStmt) || IsA(cmd->parsetree, CreateForeignTableStmt) ||
+		     IsA(cmd->parsetree, CreateTableAsStmt)))
+			collected.created = lappend_oid(collected.created, objid);
+		if (cmd->type == SCT_Simple && IsA(cmd->parsetree, AlterExtensionContentsStmt) &&
+		    reinterpret_cast<AlterExtensionContentsStmt *>(cmd->parsetree)->action > 0 &&
+		    cmd->d.simple.secondaryObject.classId == RelationRelationId)
+			collected.joined =
+			    lappend(collected.joined, list_make2_oid(cmd->d.simple.address.objectId,
+			                                             cmd->d.simple.secondaryObject.objectId));
+		if (cmd->type != SCT_AlterTable)
 			continue;
 		ListCell *cell;
 		foreach (cell, cmd->d.alterTable.subcmds) {
@@ -473,6 +489,12 @@ void check_guarded(Relation rel, const Collected &collected)
 		                       qualified_name(RelationGetRelid(rel))),
 		                errdetail("An unlogged table loses its rows in a crash, and with them "
 		                          "their tokens.")));
+	if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("protected relation \"%s\" cannot be temporary",
+		                       qualified_name(RelationGetRelid(rel))),
+		                errdetail("A temporary table is dropped at the end of its session without "
+		                          "the event triggers that keep the extension's state.")));
 	foreach (cell, collected.retyped) {
 		List *pair = static_cast<List *>(lfirst(cell));
 		if (static_cast<Oid>(intVal(linitial(pair))) == relid &&
@@ -508,6 +530,113 @@ void check_guarded(Relation rel, const Collected &collected)
 		follow_partition_identities(relid);
 	}
 	(void)record_registration(rel, column, registration.mode, registration.relid == relid);
+}
+
+/*
+ * The guard's triggers on `rel` fire on origin (ENABLE TRIGGER): disabled
+ * (DISABLE TRIGGER, also ALL or USER), enabled for replica or always, a
+ * relation of a protected tree would take writes the guard does not check,
+ * or check those logical replication applies.  Checked on the state the
+ * command left, whatever its shape: a subcommand on the relation, one
+ * recursing from a parent, a table attached or created with its triggers
+ * in that state.  For every role: the partition's owner is not the table's.
+ */
+void require_guard_enabled(Relation rel)
+{
+	Registration registration;
+	TriggerDesc *triggers = rel->trigdesc;
+	if (triggers == nullptr || !protection_of(rel, &registration))
+		return;
+	for (int i = 0; i < triggers->numtriggers; i++) {
+		const Trigger &trigger = triggers->triggers[i];
+		if (trigger.tgenabled == TRIGGER_FIRES_ON_ORIGIN || !calls_guard(trigger.tgfoid) ||
+		    !guard_trigger_named(trigger.tgname))
+			continue;
+		bool disabled = trigger.tgenabled == TRIGGER_DISABLED;
+		ereport(ERROR,
+		        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		         disabled ? errmsg("trigger \"%s\" on relation \"%s\" guards protected table "
+		                           "\"%s\" and cannot be disabled",
+		                           trigger.tgname, qualified_name(RelationGetRelid(rel)),
+		                           qualified_name(registration.relid))
+		                  : errmsg("trigger \"%s\" on relation \"%s\" guards protected table "
+		                           "\"%s\" and cannot be enabled for replica or always",
+		                           trigger.tgname, qualified_name(RelationGetRelid(rel)),
+		                           qualified_name(registration.relid)),
+		         errdetail(disabled
+		                       ? "A disabled guard lets writes through without their token checked."
+		                       : "The guard fires on origin only: enabled for replica it would not "
+		                         "check this server's writes, enabled always it would check those "
+		                         "logical replication applies."),
+		         errhint("Leave the guard's triggers enabled (ENABLE TRIGGER); "
+		                 "run fencing.unprotect() on the protected table to remove the guard.")));
+	}
+}
+
+/* require_guard_enabled() over `relid` and its partitions. */
+void require_guards_enabled(Oid relid)
+{
+	ListCell *cell;
+	foreach (cell, find_all_inheritors(relid, NoLock, nullptr)) {
+		Relation rel = try_relation_open(lfirst_oid(cell), AccessShareLock);
+		if (rel == nullptr)
+			continue;
+		require_guard_enabled(rel);
+		relation_close(rel, NoLock);
+	}
+}
+
+/*
+ * ALTER EXTENSION ... ADD of a relation of a protected tree: DROP EXTENSION
+ * would drop it with the extension, without a DROP TABLE to refuse.
+ */
+void refuse_extension_member(Oid extension, Oid relid)
+{
+	Relation rel = try_relation_open(relid, AccessShareLock);
+	if (rel == nullptr)
+		return;
+	Registration registration;
+	bool guarded = protection_of(rel, &registration);
+	relation_close(rel, NoLock);
+	if (guarded)
+		ereport(ERROR,
+		        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		         errmsg("relation \"%s\" of protected table \"%s\" cannot become a member of "
+		                "extension \"%s\"",
+		                qualified_name(relid), qualified_name(registration.relid),
+		                get_extension_name(extension)),
+		         errdetail("DROP EXTENSION would drop it, and its rows' tokens with it."),
+		         errhint("Run fencing.unprotect() on the protected table first.")));
+}
+
+SPIPlanPtr forget_orphans_plan = nullptr;
+
+/*
+ * A relation just created has no history: marks, floors or a registry row
+ * under its OID belong to a relation of that OID dropped without the
+ * extension seeing it (a temporary table of 0.3.0 at session end, a drop
+ * with the event triggers off).  They go, so that it inherits none.
+ */
+void forget_orphan_state(List *created)
+{
+	if (created == NIL)
+		return;
+	Oid types[1] = {REGCLASSARRAYOID};
+	Datum values[1] = {relid_array(created)};
+	int rc =
+	    run_as_owner(&forget_orphans_plan,
+	                 "WITH marks AS (DELETE FROM fencing.deleted_keys"
+	                 "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1)),"
+	                 " floors AS (DELETE FROM fencing.floors"
+	                 "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1))"
+	                 " DELETE FROM fencing.registry WHERE relid OPERATOR(pg_catalog.=) ANY ($1)",
+	                 1, types, values, InvalidSnapshot, false);
+	if (rc != SPI_OK_DELETE)
+		elog(ERROR, "fencing: forgetting orphan state failed: %s", SPI_result_code_string(rc));
+	SPI_finish();
+	ListCell *cell;
+	foreach (cell, created)
+		CacheInvalidateRelcacheByRelid(lfirst_oid(cell));
 }
 
 } // namespace
@@ -658,7 +787,12 @@ FENCING_FUNCTION(after_table_ddl)
 	auto *event = reinterpret_cast<EventTriggerData *>(fcinfo->context);
 	bool alter_trigger = event->tag == CMDTAG_ALTER_TRIGGER;
 	Collected collected = collect_commands();
+	forget_orphan_state(collected.created);
 	ListCell *cell;
+	foreach (cell, collected.joined) {
+		List *pair = static_cast<List *>(lfirst(cell));
+		refuse_extension_member(linitial_oid(pair), lsecond_oid(pair));
+	}
 	foreach (cell, collected.detached) {
 		List *pair = static_cast<List *>(lfirst(cell));
 		keep_history(linitial_oid(pair), lsecond_oid(pair));
@@ -670,6 +804,7 @@ FENCING_FUNCTION(after_table_ddl)
 		check_guarded(rel, collected);
 		complete_guards_near(rel, false);
 		relation_close(rel, NoLock);
+		require_guards_enabled(lfirst_oid(cell));
 	}
 	foreach (cell, collected.triggers)
 		follow_trigger(lfirst_oid(cell), alter_trigger);
@@ -695,6 +830,14 @@ FENCING_PLAIN_DATA(DroppedPartition);
 List *dropped_partitions = NIL; /* of DroppedPartition * */
 object_access_hook_type previous_object_access = nullptr;
 
+/*
+ * Whether the object access hook may have missed part of the running
+ * command's drops: the module was loaded (not preloaded) during the
+ * statement, and fencing_before_drop, which loads it at the start of every
+ * command, did not fire since.  Then the drop's partitions are unknown.
+ */
+TimestampTz loaded_in_statement = 0; /* its start; 0: preloaded, or watched since */
+
 void note_dropped_partition(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id,
                             void *arg)
 {
@@ -710,6 +853,21 @@ void note_dropped_partition(ObjectAccessType access, Oid class_id, Oid object_id
 	dropped->ancestors = list_copy(get_partition_ancestors(object_id));
 	dropped_partitions = lappend(dropped_partitions, dropped);
 	MemoryContextSwitchTo(old);
+}
+
+SPIPlanPtr any_protected_plan = nullptr;
+
+/* Is some table registered as protected? */
+bool any_protected_table()
+{
+	int rc =
+	    run_as_owner(&any_protected_plan, "SELECT FROM fencing.registry WHERE protected LIMIT 1", 0,
+	                 nullptr, nullptr, InvalidSnapshot, true);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: reading the registry failed: %s", SPI_result_code_string(rc));
+	bool any = SPI_processed > 0;
+	SPI_finish();
+	return any;
 }
 
 void forget_dropped_partitions(XactEvent event, void *)
@@ -734,20 +892,25 @@ void install_drop_check()
 		        [&]() { note_dropped_partition(access, class_id, object_id, sub_id, arg); });
 	};
 	RegisterXactCallback(forget_dropped_partitions, nullptr);
+	if (!process_shared_preload_libraries_in_progress)
+		loaded_in_statement = GetCurrentStatementStartTimestamp();
 }
 
 } // namespace fencing
 
 /*
- * fencing._before_drop(): the ddl_command_start event trigger of DROP TABLE,
- * DROP SCHEMA and DROP OWNED.  It loads this module, whose object access
- * hook then sees every relation the command drops.
+ * fencing._before_drop(): the ddl_command_start event trigger of every
+ * command (not only DROP TABLE: DROP EXTENSION, DROP OWNED, DROP SCHEMA,
+ * DROP TYPE, DROP FUNCTION, DROP SERVER ... CASCADE can drop tables too).
+ * It loads this module, whose object access hook then sees every relation
+ * the command drops.
  */
 FENCING_FUNCTION(before_drop)
 {
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 		                errmsg("fencing._before_drop: not fired by an event trigger")));
+	loaded_in_statement = 0;
 	PG_RETURN_VOID();
 }
 
@@ -762,11 +925,14 @@ FENCING_FUNCTION(refuse_partition_drops)
 {
 	List *recorded = dropped_partitions;
 	dropped_partitions = NIL;
-	if (recorded == NIL)
+	bool unwatched =
+	    loaded_in_statement != 0 && loaded_in_statement == GetCurrentStatementStartTimestamp();
+	if (recorded == NIL && !unwatched)
 		PG_RETURN_VOID();
 	MemoryContext caller = CurrentMemoryContext;
 	int rc = run_sql("SELECT objid FROM pg_catalog.pg_event_trigger_dropped_objects()"
-	                 " WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND objsubid = 0",
+	                 " WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND objsubid = 0"
+	                 " AND object_type IN ('table', 'foreign table')",
 	                 0, nullptr, nullptr, InvalidSnapshot, true, false);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "fencing: reading the dropped objects failed: %s", SPI_result_code_string(rc));
@@ -778,6 +944,18 @@ FENCING_FUNCTION(refuse_partition_drops)
 	}
 	MemoryContextSwitchTo(spi);
 	SPI_finish();
+	/*
+	 * Without preload and with fencing_before_drop disabled, the module
+	 * loaded only now: which of the dropped tables were partitions is not
+	 * known any more.  Fail closed while a protected table exists.
+	 */
+	if (unwatched && dropped != NIL && any_protected_table())
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("fencing cannot check this drop for partitions of protected tables"),
+		                errdetail("The module was loaded during the command: event trigger "
+		                          "fencing_before_drop, which loads it first, did not fire."),
+		                errhint("Enable event trigger fencing_before_drop, or add fencing to "
+		                        "shared_preload_libraries.")));
 	ListCell *cell;
 	foreach (cell, recorded) {
 		auto *entry = static_cast<DroppedPartition *>(lfirst(cell));
@@ -818,6 +996,19 @@ FENCING_FUNCTION(protect)
 	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, true);
 	Oid relid = RelationGetRelid(rel);
 	require_owner(rel);
+	/*
+	 * A temporary table goes at commit (ON COMMIT DROP) or at the session's
+	 * end without sql_drop: its registry row, marks and floor would stay
+	 * under an OID a later relation can take.
+	 */
+	if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("temporary table \"%s\" cannot be protected", RelationGetRelationName(rel)),
+		         errdetail("A temporary table is dropped at commit or at the session's end "
+		                   "without the event triggers that remove the extension's state "
+		                   "with it."),
+		         errhint("Protect a permanent table.")));
 	relation_close(rel, NoLock);
 	char *column = pstrdup(NameStr(*PG_GETARG_NAME(1)));
 	char *mode_text = TextDatumGetCString(PG_GETARG_DATUM(2));

@@ -62,11 +62,12 @@ COMMENT ON FUNCTION fencing._forget_dropped_marks() IS
 
 -- A partition of a protected table is not dropped while attached (its
 -- rows' tokens would go with it); DETACH PARTITION first keeps its history.
--- Before a DROP that can drop tables, _before_drop() loads the module, whose
--- object access hook records every partition the command drops (whatever
--- the route: DROP TABLE, DROP SCHEMA ... CASCADE, DROP OWNED); at sql_drop,
--- _refuse_partition_drops() refuses those whose protected table stays.  In
--- C (src/ddl.cpp), with the dropping role's rights.
+-- Before every command (any DROP ... CASCADE, DROP EXTENSION and DROP OWNED
+-- can drop tables), _before_drop() loads the module, whose object access
+-- hook records every partition the command drops; at sql_drop,
+-- _refuse_partition_drops() refuses those whose protected table stays, and
+-- fails closed on a drop the hook did not watch.  In C (src/ddl.cpp), with
+-- the dropping role's rights.
 CREATE OR REPLACE FUNCTION fencing._before_drop()
 RETURNS event_trigger
 AS 'MODULE_PATHNAME', 'before_drop'
