@@ -707,6 +707,72 @@ bool citus_shard_named(Relation rel, const Trigger *trigger, const char **qualif
 	return true;
 }
 
+int64 citus_recorded_id(Relation rel)
+{
+	if (!citus_loaded() || !own_schema())
+		return 0;
+	/*
+	 * The relation's table, from Citus' metadata: the shell itself, or the
+	 * table of the shard the relation is named for, whose placement is on
+	 * this node; and the local placement of fencing_citus.shards (read
+	 * directly: a shard's trigger may not start a distributed query).
+	 */
+	Oid types[4] = {OIDOID, INT8OID, OIDOID, TEXTOID};
+	Datum values[4] = {ObjectIdGetDatum(RelationGetRelid(rel)), Int64GetDatum(shard_id_of(rel)),
+	                   ObjectIdGetDatum(RelationGetNamespace(rel)),
+	                   CStringGetTextDatum(RelationGetRelationName(rel))};
+	run_metadata_query(
+	    "SELECT t.logicalrelid::pg_catalog.oid,"
+	    "       pg_catalog.to_regclass(pg_catalog.shard_name(r.logicalrelid, r.shardid))"
+	    "::pg_catalog.oid"
+	    " FROM (SELECT p.logicalrelid FROM pg_catalog.pg_dist_partition p"
+	    "       WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1"
+	    "       UNION ALL"
+	    "       SELECT s.logicalrelid FROM pg_catalog.pg_dist_shard s"
+	    "       JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) s.logicalrelid"
+	    "       WHERE s.shardid OPERATOR(pg_catalog.=) $2"
+	    "        AND c.relnamespace OPERATOR(pg_catalog.=) $3"
+	    "        AND c.relname OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) $2"
+	    "            OPERATOR(pg_catalog.=) $4"
+	    "        AND EXISTS (SELECT FROM pg_catalog.pg_dist_placement pl"
+	    "                    WHERE pl.shardid OPERATOR(pg_catalog.=) s.shardid"
+	    "                     AND pl.groupid OPERATOR(pg_catalog.=)"
+	    "                         (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g))) t,"
+	    "      pg_catalog.pg_dist_shard r"
+	    " WHERE r.logicalrelid OPERATOR(pg_catalog.=)"
+	    "       pg_catalog.to_regclass('fencing_citus.shards')",
+	    4, types, values);
+	Oid table = InvalidOid, shards = InvalidOid;
+	if (SPI_processed == 1) {
+		bool table_null, shards_null;
+		Datum t = result_value(0, 1, &table_null);
+		Datum r = result_value(0, 2, &shards_null);
+		table = table_null ? InvalidOid : DatumGetObjectId(t);
+		shards = shards_null ? InvalidOid : DatumGetObjectId(r);
+	}
+	SPI_finish();
+	/* Only the extension's own record counts (a role with CREATE there could make one first). */
+	if (!OidIsValid(table) || !OidIsValid(shards) || relation_owner(shards) != extension_owner())
+		return 0;
+	/* One id for all of the table's recorded shards (a split's new shards are not recorded). */
+	Oid id_types[1] = {OIDOID};
+	Datum id_values[1] = {ObjectIdGetDatum(table)};
+	run_metadata_query(psprintf("SELECT DISTINCT r.id FROM %s r"
+	                            " JOIN pg_catalog.pg_dist_shard t"
+	                            "  ON t.shardid OPERATOR(pg_catalog.=) r.shardid"
+	                            " WHERE t.logicalrelid OPERATOR(pg_catalog.=) $1",
+	                            quote_qualified_identifier("fencing_citus", get_rel_name(shards))),
+	                   1, id_types, id_values);
+	int64 id = 0;
+	if (SPI_processed == 1) {
+		bool isnull;
+		Datum value = result_value(0, 1, &isnull);
+		id = isnull ? 0 : DatumGetInt64(value);
+	}
+	SPI_finish();
+	return id;
+}
+
 void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash &key, int64 token)
 {
 	const char *marks = quote_qualified_identifier(
@@ -958,3 +1024,37 @@ void install_citus_support()
 }
 
 } // namespace fencing
+
+/*
+ * fencing._citus_record_shards(target): records the shards of the
+ * distributed table `target` under its marks id (its OID) in
+ * fencing_citus.shards, as the extension owner, for its owner only (protect()
+ * calls it): the record is what the guards of its shards are checked
+ * against, and only the table's own shards are recorded, never an id given.
+ */
+FENCING_FUNCTION(citus_record_shards)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
+	Oid target = PG_GETARG_OID(0);
+	if (!fencing::owns_relation(target, GetUserId()))
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("must be owner of table %s", get_rel_name(target))));
+	fencing::require_own_schema();
+	Oid types[1] = {OIDOID};
+	Datum values[1] = {ObjectIdGetDatum(target)};
+	int rc = fencing::run_sql("DELETE FROM fencing_citus.shards WHERE id = $1::pg_catalog.int8", 1,
+	                          types, values, InvalidSnapshot, false, true);
+	if (rc != SPI_OK_DELETE)
+		elog(ERROR, "fencing: recording shards failed: %s", SPI_result_code_string(rc));
+	SPI_finish();
+	rc = fencing::run_sql("INSERT INTO fencing_citus.shards (shardid, id)"
+	                      " SELECT s.shardid, $1::pg_catalog.int8 FROM pg_catalog.pg_dist_shard s"
+	                      " WHERE s.logicalrelid = $1",
+	                      1, types, values, InvalidSnapshot, false, true);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "fencing: recording shards failed: %s", SPI_result_code_string(rc));
+	SPI_finish();
+	PG_RETURN_VOID();
+}

@@ -64,6 +64,14 @@ bool citus_logical_name(Relation rel, const char **qualified, const char **name,
 bool citus_shard_named(Relation rel, const Trigger *trigger, const char **qualified,
                        const char **name);
 
+/*
+ * The marks id that protect() recorded (fencing_citus.shards) for the Citus
+ * table of `rel`: a distributed table's shell here, or a shard whose
+ * placement Citus' metadata puts on this node; 0 if none.  How a guard's
+ * third argument is checked: nothing acts on an id taken from a trigger.
+ */
+int64 citus_recorded_id(Relation rel);
+
 /* Records a deleted key's mark in the shard's marks shard; never lowers it. */
 void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash &key, int64 token);
 

@@ -171,6 +171,27 @@ void fence_of_unprotected(TriggerData *trigger, TableFence *fence)
 {
 	const char *qualified, *name;
 	bool hash = false;
+	if (citus_loaded() && trigger->tg_trigger->tgnargs == 3) {
+		fence_from_arguments(trigger->tg_relation, trigger->tg_trigger, fence);
+		int64 recorded = citus_recorded_id(trigger->tg_relation);
+		if (recorded != 0 && recorded == fence->citus_id)
+			return;
+		/*
+		 * A marks id that protect() did not record for this relation's
+		 * table: a copy of another table's guard, or a guard whose table
+		 * Citus' metadata here does not show.  It acts on nothing.
+		 */
+		ereport(
+		    ERROR,
+		    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		     errmsg("trigger \"%s\" on relation \"%s\" was not installed by fencing.protect()",
+		            trigger->tg_trigger->tgname, RelationGetRelationName(trigger->tg_relation)),
+		     errdetail("Its marks id " INT64_FORMAT " is not the one fencing.protect() recorded "
+		               "for the relation's distributed table.",
+		               fence->citus_id),
+		     errhint("Drop the trigger, or run fencing.protect() on the distributed table.")));
+	}
+	/* Two arguments: a table protected before Citus distributed it (see table_info()). */
 	if (citus_loaded() && citus_logical_name(trigger->tg_relation, &qualified, &name, &hash)) {
 		fence_from_arguments(trigger->tg_relation, trigger->tg_trigger, fence);
 		return;

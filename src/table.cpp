@@ -2,6 +2,7 @@
  * Table settings and primary keys, read from the relcache and syscache only.
  */
 #include "table.hpp"
+#include "citus.hpp"
 #include "compat.hpp"
 #include "errors.hpp"
 #include "registry.hpp"
@@ -175,10 +176,15 @@ bool find_guard(Relation rel, TableFence *fence)
 		}
 		return true;
 	}
-	/* A Citus shard: its triggers are Citus' copies of its table's, which only they describe. */
+	/*
+	 * A Citus shard (or a distributed table's shell on a worker): its
+	 * triggers are Citus' copies of its table's, and its guard goes on only
+	 * with the marks id that protect() recorded for its table in Citus'
+	 * metadata; the argument alone names nothing (see fence_of_unprotected()).
+	 */
 	if (guard != nullptr && guard->tgnargs == 3 && guard->tgenabled != TRIGGER_DISABLED) {
 		fence_from_arguments(rel, guard, fence);
-		return true;
+		return fence->citus_id == citus_recorded_id(rel);
 	}
 	return false;
 }

@@ -50,6 +50,19 @@ BEGIN
 			USING ERRCODE = 'object_not_in_prerequisite_state',
 			      HINT = 'Drop that table, then protect the table again.';
 	END IF;
+	-- The shards of each protected distributed table, by marks id: how a
+	-- node tells which table a shard's guard belongs to.
+	IF pg_catalog.to_regclass('fencing_citus.shards') IS NULL AND fencing._citus_schema_is_ours() THEN
+		CREATE TABLE fencing_citus.shards (shardid bigint PRIMARY KEY, id bigint NOT NULL);
+		REVOKE ALL ON fencing_citus.shards FROM PUBLIC;
+		COMMENT ON TABLE fencing_citus.shards IS 'shards of protected distributed tables, by marks id';
+		PERFORM create_reference_table('fencing_citus.shards');
+	ELSIF (SELECT c.relowner FROM pg_class c WHERE c.oid = 'fencing_citus.shards'::regclass)
+	      <> (SELECT c.relowner FROM pg_class c WHERE c.oid = 'fencing.registry'::regclass) THEN
+		RAISE EXCEPTION 'table fencing_citus.shards was not made by the fencing extension'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      HINT = 'Drop that table, then protect the table again.';
+	END IF;
 END
 $$;
 COMMENT ON FUNCTION fencing._citus_floors() IS
@@ -118,6 +131,7 @@ BEGIN
 				      HINT = format('Move its shards to the nodes of the table''s shards and run SELECT update_distributed_table_colocation(%L, colocate_with => %L).',
 				                    marks, target::text);
 		END IF;
+		PERFORM fencing._citus_record_shards(target);
 		RETURN target::oid;
 	END IF;
 	EXECUTE format('CREATE TABLE %s (dist %s%s NOT NULL, key bytea NOT NULL, token bigint NOT NULL, '
@@ -134,8 +148,22 @@ BEGIN
 	FROM pg_class c WHERE c.oid = 'fencing.deleted_keys'::regclass;
 	EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s TO %s', marks, marks_owner_of_extension);
 	PERFORM create_distributed_table(marks, 'dist', colocate_with => target::text);
+	PERFORM fencing._citus_record_shards(target);
 	RETURN target::oid;
 END
 $$;
 COMMENT ON FUNCTION fencing._citus_marks(regclass) IS
 'internal: the marks table of a Citus distributed table, made if missing; NULL for local tables';
+
+-- Citus: records the shards of a distributed table under its marks id in
+-- fencing_citus.shards, as the extension owner, for the table's owner
+-- (protect() calls it).  A shard's guard carries the marks id as its third
+-- argument; the guard goes on only where that id is the one recorded for the
+-- shard's table (src/citus.cpp): an id written into another table's trigger
+-- reaches no marks and no floor.
+CREATE OR REPLACE FUNCTION fencing._citus_record_shards(target regclass)
+RETURNS void
+AS 'MODULE_PATHNAME', 'citus_record_shards'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing._citus_record_shards(regclass) IS
+'internal: records the shards of a protected distributed table under its marks id';

@@ -62,3 +62,21 @@ DELETE FROM fencing.registry r
 WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_class c
                   WHERE c.oid OPERATOR(pg_catalog.=) r.relid
                     AND c.relpersistence OPERATOR(pg_catalog.<>) 't');
+
+-- Citus: the shards of every protected distributed table, recorded under
+-- its marks id (fencing_citus.shards): a shard's guard goes on only with the
+-- id recorded for its table.  On the coordinator, once.
+DO $$
+BEGIN
+	IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL
+	   AND pg_catalog.to_regclass('fencing_citus.floors') IS NOT NULL THEN
+		IF NOT (SELECT c FROM pg_catalog.citus_is_coordinator() c) THEN
+			RETURN;
+		END IF;
+		PERFORM fencing._citus_floors();
+		PERFORM fencing._citus_record_shards(r.relid) FROM fencing.registry r
+		WHERE r.protected
+		  AND pg_catalog.to_regclass(pg_catalog.format('fencing_citus.marks_%s', r.relid::oid)) IS NOT NULL;
+	END IF;
+END
+$$;

@@ -766,8 +766,9 @@ def shard_named_without_metadata():
     insert_error = insert()
     assert 'relation "mimic" was distributed by Citus after it was protected' in str(insert_error), insert_error
     assert "fencing.protect('public.mimic')" in (insert_error.diag.message_hint or ""), insert_error.diag.message_hint
-    # Names that do not match, or a guard protected as distributed (three
-    # arguments): the registry's refusal, naming the relation itself.
+    # Names that do not match: the registry's refusal, naming the relation
+    # itself.  A guard protected as distributed (three arguments) whose marks
+    # id no metadata here records for the relation: refused before it acts.
     for trigger, args in [("fencing_guard_990002", ("last_fencing_token", "monotonic")),
                           ("other_990001", ("last_fencing_token", "monotonic")),
                           ("fencing_guard_990001", ("last_fencing_token", "monotonic", "77"))]:
@@ -776,7 +777,9 @@ def shard_named_without_metadata():
         q("DROP TRIGGER IF EXISTS other_990001 ON mimic_990001", conn=w)
         guard(trigger, *args)
         e = insert()
-        assert 'relation "mimic_990001" is not protected by fencing.protect()' in str(e), (trigger, args, e)
+        expected = ('trigger "fencing_guard_990001" on relation "mimic_990001" was not installed'
+                    if len(args) == 3 else 'relation "mimic_990001" is not protected by fencing.protect()')
+        assert expected in str(e), (trigger, args, e)
     assert one("SELECT count(*) FROM mimic_990001", conn=w) == 0
     q("DROP TABLE mimic_990001", conn=w)
 
@@ -804,6 +807,63 @@ def shard_named_without_metadata():
     text, hint = named("a" * 54 + "_990005", 990005)
     assert f'relation "{"a" * 54}" was distributed by Citus after it was protected' in text, text
     w.close()
+
+
+def forged_guard(colocate):
+    """An ordinary role copies the victim's guard onto a distributed table of
+    its own (a row trigger named fencing_guard carrying the victim's marks id,
+    and a TRUNCATE trigger) and truncates it with the highest token: the
+    victim's floor must not move, and the victim keeps taking new keys."""
+    distributed("victim", rows=5)
+    victim = one("SELECT 'victim'::regclass::oid")
+    q("DROP TABLE IF EXISTS forger")
+    q("DROP ROLE IF EXISTS fencing_forger")
+    q("CREATE ROLE fencing_forger LOGIN")
+    q("GRANT USAGE ON SCHEMA fencing TO fencing_forger")
+    q("GRANT CREATE ON SCHEMA public TO fencing_forger")
+    floor_before = one("SELECT token FROM fencing_citus.floors WHERE id = %s", (victim,))
+    f = psycopg.connect(user="fencing_forger", autocommit=True)
+    try:
+        q("CREATE TABLE forger (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0)",
+          conn=f)
+        q("SELECT create_distributed_table('forger', 'id'" +
+          (", colocate_with => 'victim')" if colocate else ")"), conn=f)
+        q("SET citus.enable_unsafe_triggers = on", conn=f)
+        q("CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON forger FOR EACH ROW"
+          f" EXECUTE FUNCTION fencing.guard('last_fencing_token', 'monotonic', '{victim}')", conn=f)
+        q("CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON forger"
+          " FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard()", conn=f)
+        for sql in ["TRUNCATE forger", "INSERT INTO forger VALUES (1, 'x')",
+                    "INSERT INTO forger VALUES (2, 'x'); DELETE FROM forger"]:
+            try:
+                with f.transaction():
+                    f.execute("SET LOCAL fencing.token = 9223372036854775807")
+                    f.execute(sql)
+            except psycopg.Error as e:
+                assert e.sqlstate in ("55000", "XX000"), (sql, e.sqlstate, e)
+        assert one("SELECT token FROM fencing_citus.floors WHERE id = %s", (victim,)) == floor_before
+        assert one(f"SELECT count(*) FROM fencing_citus.marks_{victim}"
+                   " WHERE token = 9223372036854775807") == 0
+        in_tx(1000, "INSERT INTO victim VALUES (1000, 'new key')")
+        assert token_of("victim", 1000) == 1000
+    finally:
+        f.close()
+        q("DROP TABLE IF EXISTS forger")
+        q("DROP TABLE IF EXISTS victim")
+        q("REVOKE ALL ON SCHEMA fencing FROM fencing_forger")
+        q("REVOKE CREATE ON SCHEMA public FROM fencing_forger")
+        q("DROP OWNED BY fencing_forger")
+        q("DROP ROLE fencing_forger")
+
+
+@test
+def forged_guard_names_no_other_table():
+    forged_guard(colocate=False)
+
+
+@test
+def forged_guard_colocated():
+    forged_guard(colocate=True)
 
 
 @test
