@@ -15,3 +15,7 @@ EXECUTE FUNCTION fencing._forget_dropped_marks();
 -- table.
 CREATE EVENT TRIGGER fencing_before_drop ON ddl_command_start
 EXECUTE FUNCTION fencing._before_drop();
+
+-- Citus: what may go into schema fencing_citus (sql/src/citus.sql).
+CREATE EVENT TRIGGER fencing_guard_citus_schema ON ddl_command_end
+EXECUTE FUNCTION fencing._guard_citus_schema();

@@ -80,3 +80,34 @@ BEGIN
 	END IF;
 END
 $$;
+
+-- Citus: what may go into schema fencing_citus (sql/src/citus.sql), and the
+-- marks tables that 0.3.0 left with another owner than their protected
+-- table's (ALTER TABLE ... OWNER TO of the table did not reach them) go to
+-- that owner, on the coordinator: the guard reads and writes a shard's marks
+-- as the marks table's owner, and high_water_mark() counts only those.
+CREATE EVENT TRIGGER fencing_guard_citus_schema ON ddl_command_end
+EXECUTE FUNCTION fencing._guard_citus_schema();
+DO $$
+DECLARE
+	m record;
+BEGIN
+	IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL
+	   OR NOT fencing._citus_schema_is_ours()
+	   OR NOT (SELECT c FROM pg_catalog.citus_is_coordinator() c) THEN
+		RETURN;
+	END IF;
+	FOR m IN SELECT mc.oid::regclass AS marks, p.relowner::regrole AS owner
+	         FROM fencing.registry r
+	         JOIN pg_catalog.pg_class p ON p.oid = r.relid
+	         JOIN pg_catalog.pg_class mc
+	           ON mc.relnamespace = pg_catalog.to_regnamespace('fencing_citus')
+	          AND mc.relname = 'marks_' || r.relid::oid::text
+	         WHERE mc.relowner <> p.relowner
+	           AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition a, pg_catalog.pg_dist_partition b
+	                       WHERE a.logicalrelid = mc.oid AND b.logicalrelid = p.oid
+	                         AND a.colocationid = b.colocationid) LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE %s OWNER TO %s', m.marks, m.owner);
+	END LOOP;
+END
+$$;

@@ -867,6 +867,47 @@ def forged_guard_colocated():
 
 
 @test
+def squatted_marks_name():
+    """An ordinary role cannot take the name of another role's marks table in
+    fencing_citus (CREATE, CREATE TABLE AS, RENAME, SET SCHEMA, a shard's
+    name, other objects): each refused with 42501; the owner then protects."""
+    q("DROP TABLE IF EXISTS later")
+    q("DROP ROLE IF EXISTS fencing_squatter")
+    q("CREATE ROLE fencing_squatter LOGIN")
+    q("GRANT USAGE ON SCHEMA fencing TO fencing_squatter")
+    q("GRANT CREATE ON SCHEMA public TO fencing_squatter")
+    q("CREATE TABLE later (id int PRIMARY KEY, v text)")
+    q("SELECT create_distributed_table('later', 'id')")
+    q("SELECT fencing._citus_floors()")
+    later = one("SELECT 'later'::regclass::oid")
+    s = psycopg.connect(user="fencing_squatter", autocommit=True)
+    try:
+        for sql in [f"CREATE TABLE fencing_citus.marks_{later} (x int)",
+                    f"CREATE TABLE fencing_citus.marks_{later} AS SELECT 1 AS x",
+                    f"CREATE TABLE fencing_citus.marks_{later}_102999 (x int)",
+                    "CREATE TABLE fencing_citus.anything (x int)",
+                    "CREATE VIEW fencing_citus.v AS SELECT 1 AS x",
+                    "CREATE FUNCTION fencing_citus.f() RETURNS int LANGUAGE sql AS 'SELECT 1'"]:
+            expect_error("42501", sql, conn=s)
+        q("CREATE TABLE public.squat (x int)", conn=s)
+        expect_error("42501", "ALTER TABLE public.squat SET SCHEMA fencing_citus", conn=s)
+        assert one("SELECT count(*) FROM pg_class WHERE relnamespace = 'fencing_citus'::regnamespace"
+                   " AND relowner = 'fencing_squatter'::regrole") == 0
+        assert one("SELECT count(*) FROM pg_proc WHERE pronamespace = 'fencing_citus'::regnamespace") == 0
+        q("SELECT fencing.protect('later')")
+        in_tx(5, "INSERT INTO later VALUES (1, 'x')", "DELETE FROM later WHERE id = 1")
+        tx_error("23T01", 4, "INSERT INTO later VALUES (1, 'zombie')")
+    finally:
+        s.close()
+        q("DROP TABLE IF EXISTS later")
+        q("DROP TABLE IF EXISTS public.squat")
+        q("REVOKE ALL ON SCHEMA fencing FROM fencing_squatter")
+        q("REVOKE CREATE ON SCHEMA public FROM fencing_squatter")
+        q("DROP OWNED BY fencing_squatter")
+        q("DROP ROLE fencing_squatter")
+
+
+@test
 def concurrent_sessions():
     """Isolation-style, through the coordinator: a lower token waits for a higher one's
     transaction and is then refused; a re-insert waits for the deleting transaction."""
