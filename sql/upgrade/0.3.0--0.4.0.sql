@@ -93,8 +93,10 @@ DECLARE
 	m record;
 BEGIN
 	IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL
-	   OR NOT fencing._citus_schema_is_ours()
-	   OR NOT (SELECT c FROM pg_catalog.citus_is_coordinator() c) THEN
+	   OR NOT fencing._citus_schema_is_ours() THEN
+		RETURN;
+	END IF;
+	IF NOT (SELECT c FROM pg_catalog.citus_is_coordinator() c) THEN
 		RETURN;
 	END IF;
 	FOR m IN SELECT mc.oid::regclass AS marks, p.relowner::regrole AS owner
