@@ -197,6 +197,11 @@ BEGIN
 	   OR (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user) THEN
 		RETURN;
 	END IF;
+	-- A schema of that name that another role made is not the extension's
+	-- (it uses none of it); its owner puts there what it likes.
+	IF NOT fencing._citus_schema_is_ours() THEN
+		RETURN;
+	END IF;
 	FOR cmd IN SELECT c.classid, c.objid, c.object_type, c.object_identity, c.command_tag
 	           FROM pg_catalog.pg_event_trigger_ddl_commands() c
 	           WHERE c.schema_name OPERATOR(pg_catalog.=) 'fencing_citus' LOOP
