@@ -1029,8 +1029,9 @@ void install_citus_support()
  * fencing._citus_record_shards(target): records the shards of the
  * distributed table `target` under its marks id (its OID) in
  * fencing_citus.shards, as the extension owner, for its owner only (protect()
- * calls it): the record is what the guards of its shards are checked
- * against, and only the table's own shards are recorded, never an id given.
+ * calls it), on the coordinator only (a worker's OIDs name other tables
+ * there): the record is what the guards of its shards are checked against,
+ * and only the table's own shards are recorded, never an id given.
  */
 FENCING_FUNCTION(citus_record_shards)
 {
@@ -1042,6 +1043,11 @@ FENCING_FUNCTION(citus_record_shards)
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 		                errmsg("must be owner of table %s", get_rel_name(target))));
 	fencing::require_own_schema();
+	/* Marks ids are the coordinator's OIDs: a worker's would name another table. */
+	if (!fencing::on_coordinator())
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("shards are recorded on the Citus coordinator only"),
+		                errhint("Run fencing.protect() on the coordinator.")));
 	Oid types[1] = {OIDOID};
 	Datum values[1] = {ObjectIdGetDatum(target)};
 	int rc = fencing::run_sql("DELETE FROM fencing_citus.shards WHERE id = $1::pg_catalog.int8", 1,

@@ -779,20 +779,27 @@ FENCING_FUNCTION(after_table_ddl)
 		PG_RETURN_VOID();
 	/*
 	 * Citus' own connections (shard and metadata work it sends to a node)
-	 * rebuild tables as they were, guard included.
+	 * rebuild tables as they were, guard included: the follow-up work is
+	 * skipped for them.  The refusals are not: any role can name its
+	 * connection so (application_name), and they change nothing.
 	 */
 	const char *application = GetConfigOption("application_name", false, false);
-	if (citus_loaded() && application != nullptr && strncmp(application, "citus_internal", 14) == 0)
-		PG_RETURN_VOID();
+	bool citus_connection =
+	    citus_loaded() && application != nullptr && strncmp(application, "citus_internal", 14) == 0;
 	auto *event = reinterpret_cast<EventTriggerData *>(fcinfo->context);
 	bool alter_trigger = event->tag == CMDTAG_ALTER_TRIGGER;
 	Collected collected = collect_commands();
-	forget_orphan_state(collected.created);
 	ListCell *cell;
 	foreach (cell, collected.joined) {
 		List *pair = static_cast<List *>(lfirst(cell));
 		refuse_extension_member(linitial_oid(pair), lsecond_oid(pair));
 	}
+	if (citus_connection) {
+		foreach (cell, collected.relations)
+			require_guards_enabled(lfirst_oid(cell));
+		PG_RETURN_VOID();
+	}
+	forget_orphan_state(collected.created);
 	foreach (cell, collected.detached) {
 		List *pair = static_cast<List *>(lfirst(cell));
 		keep_history(linitial_oid(pair), lsecond_oid(pair));

@@ -114,6 +114,16 @@ BEGIN
 			USING ERRCODE = 'feature_not_supported',
 			      HINT = 'Protect a distributed table that is not partitioned.';
 	END IF;
+	-- The schema, made now as the extension owner, would reach the workers
+	-- over the extension owner's connections, which the caller's (making the
+	-- marks table's shards there) do not see before commit.
+	IF pg_catalog.to_regnamespace('fencing_citus') IS NULL
+	   AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user) THEN
+		RAISE EXCEPTION 'schema fencing_citus does not exist yet'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      DETAIL = 'The first fencing.protect() of a distributed table makes it; Citus'' workers see it only once that transaction commits.',
+			      HINT = 'Run SELECT fencing._citus_floors(); in a transaction of its own, then fencing.protect() again.';
+	END IF;
 	PERFORM fencing._citus_floors();
 	IF pg_catalog.to_regclass(marks) IS NOT NULL THEN
 		-- Only the one protect() made: the table's owner's, co-located with it.
@@ -199,7 +209,10 @@ BEGIN
 	END IF;
 	-- A schema of that name that another role made is not the extension's
 	-- (it uses none of it); its owner puts there what it likes.
-	IF NOT fencing._citus_schema_is_ours() THEN
+	-- (Read from the catalogs: the role may lack USAGE on schema fencing on
+	-- a worker, where Citus runs its shard work as the table's owner.)
+	IF (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname OPERATOR(pg_catalog.=) 'fencing_citus')
+	   OPERATOR(pg_catalog.<>) (SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'fencing') THEN
 		RETURN;
 	END IF;
 	FOR cmd IN SELECT c.classid, c.objid, c.object_type, c.object_identity, c.command_tag
@@ -208,13 +221,22 @@ BEGIN
 		name := NULL;
 		IF cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass THEN
 			rel := cmd.objid;
-			IF (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) rel) = 'i' THEN
-				SELECT i.indrelid INTO rel FROM pg_catalog.pg_index i
-				WHERE i.indexrelid OPERATOR(pg_catalog.=) cmd.objid;
-			END IF;
 			SELECT c.relname::text INTO name FROM pg_catalog.pg_class c
 			WHERE c.oid OPERATOR(pg_catalog.=) rel
 			  AND c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('fencing_citus');
+			-- An index: the primary key of a marks table or of its shard,
+			-- named for it, and judged as that table.
+			IF (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) rel) = 'i' THEN
+				SELECT c.relname::text INTO name FROM pg_catalog.pg_index i
+				JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.indrelid
+				WHERE i.indexrelid OPERATOR(pg_catalog.=) rel
+				  AND c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('fencing_citus')
+				  AND i.indisprimary
+				  AND (name OPERATOR(pg_catalog.=) (c.relname::text OPERATOR(pg_catalog.||) '_pkey')
+				       OR (c.relname ~ '^marks_[0-9]+_[0-9]+$'
+				           AND name OPERATOR(pg_catalog.=)
+				               (pg_catalog.regexp_replace(c.relname::text, '_([0-9]+)$', '_pkey_\1'))));
+			END IF;
 		END IF;
 		IF name ~ '^marks_[0-9]{1,10}(_[0-9]+)?$' THEN
 			IF coordinator IS NULL THEN

@@ -659,6 +659,7 @@ def fenced_update_one_round_trip_only_when_commit_follows():
 def table_owner_not_superuser():
     """A table owner without superuser rights protects and uses its own distributed table."""
     q("DROP TABLE IF EXISTS owned")
+    q("SELECT fencing._citus_floors()")  # first_protect_by_table_owner covers its absence
     q("DROP ROLE IF EXISTS fencing_app, fencing_clerk")
     q("CREATE ROLE fencing_app LOGIN")
     q("CREATE ROLE fencing_clerk LOGIN")
@@ -905,6 +906,238 @@ def squatted_marks_name():
         q("REVOKE CREATE ON SCHEMA public FROM fencing_squatter")
         q("DROP OWNED BY fencing_squatter")
         q("DROP ROLE fencing_squatter")
+
+
+def attack4_roles(*roles):
+    for r in roles:
+        q(f"DROP OWNED BY {r}") if one("SELECT count(*) FROM pg_roles WHERE rolname = %s", (r,)) else None
+        q(f"DROP ROLE IF EXISTS {r}")
+        q(f"CREATE ROLE {r} LOGIN")
+        q(f"GRANT USAGE ON SCHEMA fencing TO {r}")
+        q(f"GRANT CREATE ON SCHEMA public TO {r}")
+
+
+def attack4_drop_roles(*roles):
+    for r in roles:
+        q(f"REVOKE ALL ON SCHEMA fencing FROM {r}")
+        q(f"REVOKE CREATE ON SCHEMA public FROM {r}")
+        for port in (None, W1, W2):
+            with connect(port=port) as c:
+                try:
+                    q(f"DROP OWNED BY {r}", conn=c)
+                except psycopg.Error:
+                    pass
+        q(f"DROP ROLE {r}")
+
+
+def burn_oids_until(conn, last):
+    """Allocates OIDs (lo_create, any role may) on conn's node until the last one allocated is `last`."""
+    q("DO $$ DECLARE o oid; BEGIN LOOP o := pg_catalog.lo_create(0); PERFORM pg_catalog.lo_unlink(o);"
+      f" EXIT WHEN o >= {int(last)}; END LOOP; END $$", conn=conn)
+
+
+@test
+def worker_records_another_tables_id():
+    """An ordinary role connects to a worker, where its distributed table's
+    shell has an OID that is, on the coordinator, the OID of another role's
+    protected table (OIDs are per node; lo_create() moves a node's counter),
+    and calls fencing._citus_record_shards() on it there: that must neither
+    drop the victim's record (its writes refused) nor record the role's own
+    shards under the victim's marks id (a forged guard then raising the
+    victim's floor to 2^63-1 through TRUNCATE, which no protect() lowers)."""
+    for t in ("victim4", "mallory4"):
+        q(f"DROP TABLE IF EXISTS {t}")
+    attack4_roles("fencing_v4victim", "fencing_v4mallory")
+    q("SELECT fencing._citus_floors()")
+    victim = psycopg.connect(user="fencing_v4victim", autocommit=True)
+    mc = psycopg.connect(user="fencing_v4mallory", autocommit=True)
+    mw = psycopg.connect(user="fencing_v4mallory", autocommit=True, port=W1)
+    try:
+        coord_next = one("SELECT lo_create(0)")
+        q("SELECT lo_unlink(%s)", (coord_next,))
+        burn_oids_until(mw, coord_next + 200)  # the worker's counter well above the coordinator's
+        q("CREATE TABLE mallory4 (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0)",
+          conn=mc)
+        q("SELECT create_distributed_table('mallory4', 'id')", conn=mc)
+        shell = one("SELECT 'mallory4'::regclass::oid", conn=mw)
+        # The victim's table gets, on the coordinator, the OID of that shell on the worker.
+        burn_oids_until(db, shell - 1)
+        q("CREATE TABLE victim4 (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0)",
+          conn=victim)
+        victim_oid = one("SELECT 'victim4'::regclass::oid")
+        assert victim_oid == shell, ("setup: OIDs did not line up", victim_oid, shell)
+        q("SELECT create_distributed_table('victim4', 'id')", conn=victim)
+        q("SELECT fencing.protect('victim4')", conn=victim)
+        in_tx(5, "INSERT INTO victim4 SELECT g, 'a', 5 FROM generate_series(1, 10) g")
+        floor_before = one("SELECT token FROM fencing_citus.floors WHERE id = %s", (victim_oid,))
+        # The attack, as the ordinary role: on the worker, then on the coordinator.
+        try:
+            q("SELECT fencing._citus_record_shards('mallory4')", conn=mw)
+        except psycopg.Error:
+            pass
+        recorded_for_victim = one("SELECT count(*) FROM fencing_citus.shards s JOIN pg_dist_shard d"
+                                  " USING (shardid) WHERE s.id = %s AND d.logicalrelid = 'victim4'::regclass",
+                                  (victim_oid,))
+        recorded_for_mallory = one("SELECT count(*) FROM fencing_citus.shards s JOIN pg_dist_shard d"
+                                   " USING (shardid) WHERE s.id = %s AND d.logicalrelid = 'mallory4'::regclass",
+                                   (victim_oid,))
+        victim_writes = "accepted"
+        try:
+            in_tx(6, "INSERT INTO victim4 VALUES (100, 'after the record', 6)")
+        except psycopg.Error as e:
+            victim_writes = f"{e.sqlstate}: {e}"
+        q("SET citus.enable_unsafe_triggers = on", conn=mc)
+        q("CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON mallory4 FOR EACH ROW"
+          f" EXECUTE FUNCTION fencing.guard('last_fencing_token', 'monotonic', '{victim_oid}')", conn=mc)
+        q("CREATE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON mallory4"
+          " FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard()", conn=mc)
+        try:
+            with mc.transaction():
+                mc.execute("SET LOCAL fencing.token = 9223372036854775807")
+                mc.execute("TRUNCATE mallory4")
+        except psycopg.Error:
+            pass
+        floor_after = one("SELECT token FROM fencing_citus.floors WHERE id = %s", (victim_oid,))
+        # The owner's remedy: protect() again; a new key with a fresh token.
+        q("SELECT fencing.protect('victim4')", conn=victim)
+        new_key = "accepted"
+        try:
+            in_tx(1000, "INSERT INTO victim4 VALUES (1000, 'new key', 1000)")
+        except psycopg.Error as e:
+            new_key = f"{e.sqlstate}: {e}"
+        problems = []
+        if recorded_for_victim != 4:
+            problems.append(f"the victim's shards lost their record ({recorded_for_victim} of 4 left);"
+                            f" the victim's write: {victim_writes}")
+        if recorded_for_mallory:
+            problems.append(f"{recorded_for_mallory} shards of the attacker's table recorded under the"
+                            " victim's marks id")
+        if floor_after != floor_before:
+            problems.append(f"the victim's floor moved from {floor_before} to {floor_after}")
+        if new_key != "accepted":
+            problems.append(f"the victim's new key after protect() again: {new_key}")
+        assert not problems, "; ".join(problems)
+    finally:
+        for c in (victim, mc, mw):
+            c.close()
+        q("DROP TABLE IF EXISTS mallory4")
+        q("DROP TABLE IF EXISTS victim4")
+        attack4_drop_roles("fencing_v4victim", "fencing_v4mallory")
+
+
+@test
+def spoofed_citus_application_name():
+    """A partition's owner (not the protected table's) who names its
+    connection application_name = 'citus_internal' must still be refused
+    (42501) DISABLE TRIGGER on the guard (issue 26, finding 3); the DDL
+    follower skips such connections as Citus' own."""
+    q("DROP TABLE IF EXISTS lp4")
+    attack4_roles("fencing_v4victim", "fencing_v4mallory")
+    q("CREATE TABLE lp4 (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0)"
+      " PARTITION BY RANGE (id)")
+    q("CREATE TABLE lp4_1 PARTITION OF lp4 FOR VALUES FROM (0) TO (1000)")
+    q("SELECT fencing.protect('lp4')")
+    in_tx(10, "INSERT INTO lp4 VALUES (1, 'a', 10)")
+    q("ALTER TABLE lp4 OWNER TO fencing_v4victim")
+    q("ALTER TABLE lp4_1 OWNER TO fencing_v4mallory")
+    try:
+        plain = psycopg.connect(user="fencing_v4mallory", autocommit=True)
+        expect_error("42501", "ALTER TABLE lp4_1 DISABLE TRIGGER fencing_guard", conn=plain)
+        plain.close()
+        spoof = psycopg.connect(user="fencing_v4mallory", autocommit=True, application_name="citus_internal")
+        outcomes = []
+        for sql in ["ALTER TABLE lp4_1 DISABLE TRIGGER fencing_guard", "ALTER TABLE lp4_1 DISABLE TRIGGER USER"]:
+            try:
+                q(sql, conn=spoof)
+                outcomes.append(f"{sql}: accepted")
+            except psycopg.Error as e:
+                if e.sqlstate != "42501":
+                    outcomes.append(f"{sql}: {e.sqlstate}")
+        spoof.close()
+        disabled = one("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'lp4_1'::regclass AND tgenabled = 'D'")
+        stale = "refused"
+        try:
+            in_tx(3, "UPDATE lp4 SET v = 'stale', last_fencing_token = 3 WHERE id = 1")
+            stale = "accepted"
+        except psycopg.Error:
+            pass
+        assert not outcomes and disabled == 0 and stale == "refused", \
+            (outcomes, f"{disabled} guard triggers disabled", f"stale token 3 over 10: {stale}")
+    finally:
+        q("DROP TABLE IF EXISTS lp4")
+        attack4_drop_roles("fencing_v4victim", "fencing_v4mallory")
+
+
+@test
+def squatted_marks_name_by_index():
+    """On the coordinator, an ordinary role makes the marks table of its own
+    table (allowed), then an index on it named for another role's marks
+    table (CREATE INDEX, ALTER INDEX ... RENAME): refused with 42501; the
+    owner then protects (finding 6)."""
+    for t in ("later5", "mine5"):
+        q(f"DROP TABLE IF EXISTS {t}")
+    attack4_roles("fencing_v4victim", "fencing_v4mallory")
+    q("SELECT fencing._citus_floors()")
+    victim = psycopg.connect(user="fencing_v4victim", autocommit=True)
+    m = psycopg.connect(user="fencing_v4mallory", autocommit=True)
+    try:
+        q("CREATE TABLE later5 (id int PRIMARY KEY, v text)", conn=victim)
+        q("SELECT create_distributed_table('later5', 'id')", conn=victim)
+        later = one("SELECT 'later5'::regclass::oid")
+        q("CREATE TABLE mine5 (id int PRIMARY KEY)", conn=m)
+        mine = one("SELECT 'mine5'::regclass::oid")
+        outcomes = []
+        for sql in [f"CREATE TABLE fencing_citus.marks_{mine} (x int)",
+                    f"CREATE INDEX marks_{later} ON fencing_citus.marks_{mine} (x)"]:
+            try:
+                q(sql, conn=m)
+                outcomes.append(f"{sql}: accepted")
+            except psycopg.Error as e:
+                outcomes.append(f"{sql}: {e.sqlstate}")
+        protect = "ok"
+        try:
+            q("SELECT fencing.protect('later5')", conn=victim)
+        except psycopg.Error as e:
+            protect = f"{e.sqlstate}: {e}"
+        assert protect == "ok" and not any(o.endswith("accepted") and f"marks_{later} " in o for o in outcomes), \
+            (outcomes, "protect():", protect)
+    finally:
+        victim.close()
+        m.close()
+        q("DROP TABLE IF EXISTS later5")
+        q(f"DROP TABLE IF EXISTS mine5")
+        attack4_drop_roles("fencing_v4victim", "fencing_v4mallory")
+
+
+@test
+def first_protect_by_table_owner():
+    """On a cluster where no distributed table was protected yet (no schema
+    fencing_citus), a table owner without superuser rights is told to make
+    the schema in a transaction of its own first (55000, the workers would
+    not see it), and then protects its distributed table."""
+    if one("SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+           " WHERE n.nspname = 'fencing_citus' AND c.relname LIKE 'marks%%'"):
+        print("citus: first_protect_by_table_owner skipped (marks tables exist)", flush=True)
+        return
+    q("DROP SCHEMA IF EXISTS fencing_citus CASCADE")
+    q("DROP TABLE IF EXISTS first4")
+    attack4_roles("fencing_v4victim")
+    victim = psycopg.connect(user="fencing_v4victim", autocommit=True)
+    try:
+        q("CREATE TABLE first4 (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0)",
+          conn=victim)
+        q("SELECT create_distributed_table('first4', 'id')", conn=victim)
+        # Refused with a hint, changing nothing; the hint's step, then protect().
+        e = expect_error("55000", "SELECT fencing.protect('first4')", conn=victim)
+        assert "fencing._citus_floors()" in (e.diag.message_hint or ""), e.diag.message_hint
+        assert one("SELECT to_regnamespace('fencing_citus') IS NULL")
+        q("SELECT fencing._citus_floors()", conn=victim)
+        q("SELECT fencing.protect('first4')", conn=victim)
+        in_tx(5, "INSERT INTO first4 VALUES (1, 'a', 5)")
+    finally:
+        victim.close()
+        q("DROP TABLE IF EXISTS first4")
+        attack4_drop_roles("fencing_v4victim")
 
 
 @test
