@@ -34,19 +34,19 @@ bool join_queue(uint64 resource, QueuePlace *place);
 bool first_in_queue(const QueuePlace *place);
 
 /*
- * Prepares to sleep on the place's condition variable: call before checking
- * what the sleep waits for, so that no wakeup between the check and the
- * sleep is lost.
+ * Forgets earlier wakeups: call before looking at what the sleep waits for;
+ * a wakeup after this moment ends the next queue_sleep() at once.
  */
 void prepare_queue_sleep(const QueuePlace *place);
 
 /*
- * Sleeps until woken or `timeout_ms` passed (interrupts are served: a cancel
- * or statement_timeout raises 57014 from here).
+ * Sleeps until woken (first in line, and the lease may have been freed) or
+ * `timeout_ms` passed; interrupts are served: a cancel or statement_timeout
+ * raises 57014 from here.
  */
 void queue_sleep(const QueuePlace *place, long timeout_ms);
 
-/* Leaves the queue (also on error) and wakes the next in line. */
+/* Leaves the queue (also on error) and wakes the one behind, if it is now first. */
 void leave_queue(QueuePlace *place);
 
 /*
