@@ -81,18 +81,16 @@ Size queue_size()
 	                mul_size(sizeof(QueueRecord), static_cast<Size>(MaxBackends)));
 }
 
-void request_queue()
+} // namespace
+
+void lease_queue_request_shmem()
 {
-	if (previous_request != nullptr)
-		previous_request();
 	RequestAddinShmemSpace(queue_size());
 	RequestNamedLWLockTranche("fencing lease queue", 1);
 }
 
-void start_queue()
+void lease_queue_startup_shmem()
 {
-	if (previous_startup != nullptr)
-		previous_startup();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	queue_lock = &GetNamedLWLockTranche("fencing lease queue")[0].lock;
 	bool found;
@@ -106,6 +104,9 @@ void start_queue()
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
+
+namespace
+{
 
 /* Wakes a record's process; call with the lock held. */
 void wake(int slot)
@@ -180,6 +181,34 @@ void wake_released()
 	LWLockRelease(queue_lock);
 }
 
+/* The hooks and callbacks as install_lease_queue() installs them. */
+void request_queue()
+{
+	if (previous_request != nullptr)
+		previous_request();
+	lease_queue_request_shmem();
+}
+
+void start_queue()
+{
+	if (previous_startup != nullptr)
+		previous_startup();
+	lease_queue_startup_shmem();
+}
+
+void end_of_transaction(XactEvent event, void *)
+{
+	lease_queue_end_of_transaction(event);
+}
+
+void end_of_subtransaction(SubXactEvent event, SubTransactionId subid, SubTransactionId parent,
+                           void *)
+{
+	lease_queue_end_of_subtransaction(event, subid, parent);
+}
+
+} // namespace
+
 /*
  * At commit: wake the first waiter of what this transaction released, and
  * let the next waiter behind this transaction's grant look (it finds the
@@ -187,7 +216,7 @@ void wake_released()
  * place goes too (a prepared release wakes nobody: waiters see it at the
  * holder's expiry or their own deadline, docs/leases.md).
  */
-void end_of_transaction(XactEvent event, void *)
+void lease_queue_end_of_transaction(XactEvent event)
 {
 	switch (event) {
 	case XACT_EVENT_COMMIT:
@@ -210,8 +239,8 @@ void end_of_transaction(XactEvent event, void *)
 }
 
 /* The subtransaction of a grant rolled back: the lease is free again, the place goes. */
-void end_of_subtransaction(SubXactEvent event, SubTransactionId subid, SubTransactionId parent,
-                           void *)
+void lease_queue_end_of_subtransaction(SubXactEvent event, SubTransactionId subid,
+                                       SubTransactionId parent)
 {
 	if (held_slot < 0 || subid != held_in)
 		return;
@@ -220,8 +249,6 @@ void end_of_subtransaction(SubXactEvent event, SubTransactionId subid, SubTransa
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 		held_in = parent;
 }
-
-} // namespace
 
 bool queue_available()
 {

@@ -8,6 +8,10 @@
 
 #include "boundary.hpp"
 
+extern "C" {
+#include "access/xact.h"
+}
+
 namespace fencing
 {
 
@@ -59,7 +63,18 @@ void hold_place_until_commit(QueuePlace *place);
 /* The current transaction freed `resource`: wake its waiters when it commits. */
 void wake_queue_at_commit(const char *resource);
 
-/* Requests the shared memory (when preloaded) and installs the callbacks; from _PG_init. */
+/*
+ * The queue's part of the shmem_request and shmem_startup hooks and of the
+ * transaction callbacks (preloaded only): plain functions, for one place
+ * that installs every hook to call.
+ */
+void lease_queue_request_shmem();
+void lease_queue_startup_shmem();
+void lease_queue_end_of_transaction(XactEvent event);
+void lease_queue_end_of_subtransaction(SubXactEvent event, SubTransactionId subid,
+                                       SubTransactionId parent);
+
+/* Installs the hooks and callbacks above when preloaded; from _PG_init. */
 void install_lease_queue();
 
 } // namespace fencing
