@@ -32,7 +32,7 @@ def test_stale_all_rows_and_hidden_values():
 
 
 def test_stale_resource():
-    assert parse_detail('Resource "order:""1""": presented token 1, stored token 2 (monotonic mode).') == {
+    assert parse_detail('Resource "order:"1"": presented token 1, stored token 2 (monotonic mode).') == {
         "resource": 'order:"1"', "presented": 1, "stored": 2, "mode": "monotonic"}
 
 
