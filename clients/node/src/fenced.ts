@@ -8,8 +8,8 @@ export interface Queryable {
 }
 
 /** A node-postgres `Pool`: `fenced()` checks a client out for the transaction and returns it. */
-export interface PoolLike {
-  connect(): Promise<Queryable & { release(err?: Error | boolean): void }>;
+export interface PoolLike<C extends Queryable = Queryable> {
+  connect(): Promise<C & { release(err?: Error | boolean): void }>;
   totalCount: number;
 }
 
@@ -64,6 +64,18 @@ function isPool(client: Queryable | PoolLike): client is PoolLike {
  * any error.  `client` is a `Client`, a `PoolClient`, or a `Pool` (a client
  * is checked out for the transaction).  Resolves with what `fn` resolves.
  */
+export async function fenced<C extends Queryable, T>(
+  client: PoolLike<C>,
+  leaseOrToken: Lease | Token | null,
+  fn: (client: C) => Promise<T>,
+  options?: FencedOptions,
+): Promise<T>;
+export async function fenced<C extends Queryable, T>(
+  client: C,
+  leaseOrToken: Lease | Token | null,
+  fn: (client: C) => Promise<T>,
+  options?: FencedOptions,
+): Promise<T>;
 export async function fenced<T>(
   client: Queryable | PoolLike,
   leaseOrToken: Lease | Token | null,

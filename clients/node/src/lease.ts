@@ -158,9 +158,10 @@ export class Lease implements AsyncDisposable {
   static async acquire(connection: ConnectionOptions, resource: string, opts: LeaseOptions): Promise<Lease> {
     validate(resource, opts);
     const conn = new KeepaliveConnection(connection, `fencing keepalive ${opts.holder}`);
+    let lease: Lease | null = null;
     try {
       const { token, start } = await acquireOn(conn, resource, opts);
-      const lease = new Lease(resource, opts.holder, opts.ttlMs, token, start);
+      lease = new Lease(resource, opts.holder, opts.ttlMs, token, start);
       const keepalive = new OwnKeepalive(conn, lease);
       lease._setOwner(keepalive);
       if (now() - start >= opts.ttlMs / 3) {
@@ -172,7 +173,8 @@ export class Lease implements AsyncDisposable {
       keepalive.schedule();
       return lease;
     } catch (err) {
-      await conn.close();
+      if (lease) await lease.release(); // closes the connection too
+      else await conn.close();
       throw err;
     }
   }
@@ -245,7 +247,13 @@ export class Lease implements AsyncDisposable {
 
   #armDeadline(): void {
     this.#clearDeadline();
-    this.#deadlineTimer = setTimeout(() => void this.lost, Math.max(0, this.#deadline - now()) + 1);
+    this.#deadlineTimer = setTimeout(
+      () => {
+        // A timer may fire a little before the clock says the deadline passed: arm it again.
+        if (!this.lost && !this.#released) this.#armDeadline();
+      },
+      Math.max(0, this.#deadline - now()) + 1,
+    );
     this.#deadlineTimer.unref();
   }
 
