@@ -16,7 +16,7 @@ export interface Notice {
 }
 
 /**
- * The lease's (or session's) own connection, application_name
+ * @internal The lease's (or session's) own connection, application_name
  * `fencing keepalive <holder>`: never the caller's.  It reconnects on the
  * next query after it broke (terminated backend, server restart, a query that
  * hung past its timeout).
@@ -74,7 +74,20 @@ export class KeepaliveConnection {
    * `timeoutMs` (connecting included), the connection is dropped and the
    * query fails.  Resolves with the result and the notices it raised.
    */
-  async query(text: string, values: unknown[], timeoutMs: number): Promise<{ result: QueryResult; notices: Notice[] }> {
+  query(text: string, values: unknown[], timeoutMs: number): Promise<{ result: QueryResult; notices: Notice[] }> {
+    // One query at a time (node-postgres deprecates queueing on a busy client);
+    // each one's timeout counts from its own start.
+    const run = this.tail.then(() => this.run(text, values, timeoutMs));
+    this.tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  private tail: Promise<void> = Promise.resolve();
+
+  private async run(text: string, values: unknown[], timeoutMs: number): Promise<{ result: QueryResult; notices: Notice[] }> {
     if (this.closed) throw new Error('connection closed');
     const started = now();
     let timer: NodeJS.Timeout | undefined;

@@ -44,10 +44,9 @@ function tokenFromNotice(notice: Notice): bigint | null {
 }
 
 /**
- * `fencing.acquire()` on `conn`.  Resolves with the token and the monotonic
+ * @internal `fencing.acquire()` on `conn`.  Resolves with the token and the monotonic
  * time at which the call started; throws `LeaseAlreadyHeldError` or
  * `LeaseTimeoutError` when it is not granted.
- * @internal
  */
 export async function acquireOn(
   conn: KeepaliveConnection,
@@ -82,18 +81,53 @@ export async function acquireOn(
   throw new LeaseTimeoutError(resource, wait);
 }
 
-/** `fencing.renew()` on `conn`: true if renewed, false if the lease was lost. @internal */
+/** @internal `fencing.renew()` on `conn`: true if renewed, false if the lease was lost. */
 export async function renewOn(conn: KeepaliveConnection, lease: Lease, timeoutMs: number): Promise<boolean> {
+  return renewToken(conn, lease.resource, lease.holder, lease.token, lease.ttlMs, timeoutMs);
+}
+
+async function renewToken(
+  conn: KeepaliveConnection,
+  resource: string,
+  holder: string,
+  token: bigint,
+  ttlMs: number,
+  timeoutMs: number,
+): Promise<boolean> {
   const { result } = await conn.query(
     `SELECT fencing.renew($1, $2, $3::bigint, ${interval(4)}) AS renewed`,
-    [lease.resource, lease.holder, lease.token.toString(), lease.ttlMs],
+    [resource, holder, token.toString(), ttlMs],
     timeoutMs,
   );
   return result.rows[0]?.renewed === true;
 }
 
-/** `fencing.release()` on `conn`. @internal */
-export async function releaseOn(conn: KeepaliveConnection, lease: Lease, timeoutMs: number): Promise<boolean> {
+/**
+ * @internal A grant that came a third of the TTL or more after the acquiring
+ * call started (a long wait): the deadline, counted from that start, would be
+ * short or already past.  Renews it at once; resolves with the start of that
+ * renewal, which the lease's deadline then counts from.  A refused renewal
+ * means the lease was lost before acquire() returned: LeaseLostError.
+ */
+export async function confirmGrant(
+  conn: KeepaliveConnection,
+  resource: string,
+  opts: LeaseOptions,
+  granted: { token: bigint; start: number },
+): Promise<number> {
+  if (now() - granted.start < opts.ttlMs / 3) return granted.start;
+  const start = now();
+  const renewed = await renewToken(conn, resource, opts.holder, granted.token, opts.ttlMs, CALL_TIMEOUT_MS);
+  if (!renewed) throw new LeaseLostError(resource, granted.token, 'it expired before acquire() returned');
+  return start;
+}
+
+/** @internal `fencing.release()` on `conn`. */
+export async function releaseOn(
+  conn: KeepaliveConnection,
+  lease: Pick<Lease, 'resource' | 'holder' | 'token'>,
+  timeoutMs: number,
+): Promise<boolean> {
   const { result } = await conn.query(
     'SELECT fencing.release($1, $2, $3::bigint) AS released',
     [lease.resource, lease.holder, lease.token.toString()],
@@ -139,7 +173,7 @@ export class Lease implements AsyncDisposable {
   #deadlineTimer: NodeJS.Timeout | null = null;
   #owner: LeaseOwner | null = null;
 
-  /** @internal Use `Lease.acquire()` or `Session.lease()`. */
+  /** Not for users: use `Lease.acquire()` or `Session.lease()`. */
   constructor(resource: string, holder: string, ttlMs: number, token: bigint, start: number) {
     this.resource = resource;
     this.holder = holder;
@@ -158,23 +192,21 @@ export class Lease implements AsyncDisposable {
   static async acquire(connection: ConnectionOptions, resource: string, opts: LeaseOptions): Promise<Lease> {
     validate(resource, opts);
     const conn = new KeepaliveConnection(connection, `fencing keepalive ${opts.holder}`);
-    let lease: Lease | null = null;
+    let granted: { token: bigint; start: number } | null = null;
     try {
-      const { token, start } = await acquireOn(conn, resource, opts);
-      lease = new Lease(resource, opts.holder, opts.ttlMs, token, start);
+      granted = await acquireOn(conn, resource, opts);
+      const start = await confirmGrant(conn, resource, opts, granted);
+      const lease = new Lease(resource, opts.holder, opts.ttlMs, granted.token, start);
       const keepalive = new OwnKeepalive(conn, lease);
       lease._setOwner(keepalive);
-      if (now() - start >= opts.ttlMs / 3) {
-        // A long wait: the grant came late in the call, whose start the
-        // deadline counts from.  Confirm it with a renewal that starts now.
-        await keepalive.renewNow();
-        lease.check();
-      }
       keepalive.schedule();
       return lease;
     } catch (err) {
-      if (lease) await lease.release(); // closes the connection too
-      else await conn.close();
+      if (granted) {
+        const token = granted.token;
+        await releaseOn(conn, { resource, holder: opts.holder, token }, CALL_TIMEOUT_MS / 6).catch(() => false);
+      }
+      await conn.close();
       throw err;
     }
   }
@@ -303,14 +335,6 @@ class OwnKeepalive implements LeaseOwner {
       this.#inflight = this.#tick();
     }, Math.max(0, delay));
     this.#timer.unref();
-  }
-
-  async renewNow(): Promise<void> {
-    const lease = this.lease;
-    const start = now();
-    const renewed = await renewOn(this.conn, lease, Math.max(1, lease.deadline - start));
-    if (!renewed) lease._lose('a renewal was refused');
-    else lease._acknowledge(start);
   }
 
   async #tick(): Promise<void> {

@@ -1,5 +1,5 @@
 import { KeepaliveConnection, interval, now, type ConnectionOptions } from './connection';
-import { Lease, acquireOn, releaseOn, type LeaseOptions, type LeaseOwner } from './lease';
+import { Lease, acquireOn, confirmGrant, releaseOn, type LeaseOptions, type LeaseOwner } from './lease';
 
 const CALL_TIMEOUT_MS = 30_000;
 
@@ -60,32 +60,28 @@ export class Session implements AsyncDisposable {
     if (!(typeof full.ttlMs === 'number' && full.ttlMs > 0 && Number.isFinite(full.ttlMs)))
       throw new RangeError('ttlMs must be a positive number of milliseconds');
     let granted: { token: bigint; start: number };
+    let start: number;
     if (full.waitMs) {
       const waiting = new KeepaliveConnection(this.#connection, `fencing acquire ${this.holder}`);
       try {
         granted = await acquireOn(waiting, resource, full);
+        start = await confirmGrant(waiting, resource, full, granted).catch(async (err) => {
+          await releaseOn(waiting, { resource, holder: this.holder, token: granted.token }, CALL_TIMEOUT_MS / 6).catch(() => false);
+          throw err;
+        });
       } finally {
         await waiting.close();
       }
     } else {
       granted = await acquireOn(this.#conn, resource, full);
+      start = granted.start;
     }
-    const lease = new Lease(resource, this.holder, full.ttlMs, granted.token, granted.start);
+    const lease = new Lease(resource, this.holder, full.ttlMs, granted.token, start);
     lease._setOwner(this.#owner);
     this.#leases.add(lease);
     if (this.#closed) {
       await lease.release();
       throw new Error('the session is closed');
-    }
-    if (now() - granted.start >= full.ttlMs / 3) {
-      // A long wait: confirm the late grant with a renewal that starts now.
-      try {
-        await this.renewAll();
-        lease.check();
-      } catch (err) {
-        await lease.release();
-        throw err;
-      }
     }
     this.#schedule();
     return lease;

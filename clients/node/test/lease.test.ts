@@ -163,3 +163,24 @@ test('wait: granted when the holder releases, LeaseTimeout when the wait passes'
     await first.release();
   }
 });
+
+test('wait: a grant that came late in a long wait is renewed at once and starts with a full TTL', async (t) => {
+  if (!(await hasWait(db))) return t.skip('fencing.acquire() has no wait argument on this server');
+  const resource = unique('order');
+  const first = await Lease.acquire(undefined, resource, { holder: 'expiring', ttlMs: 900 });
+  first._lose('the test stops renewing it'); // stop its keepalive: it expires on the server
+  try {
+    const started = performance.now();
+    const second = await Lease.acquire(undefined, resource, { holder: 'late', ttlMs: 900, waitMs: 5000 });
+    try {
+      assert.ok(performance.now() - started >= 300, 'granted at the first holder\'s expiry');
+      assert.ok(second.lastAcknowledged > started + 300, 'the deadline counts from the renewal after the grant');
+      assert.ok(second.remainingMs > 600, `remaining ${second.remainingMs} ms`);
+      assert.equal(second.lost, false);
+    } finally {
+      await second.release();
+    }
+  } finally {
+    await first.release();
+  }
+});

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Client } from 'pg';
 import { LeaseAlreadyHeldError, LeaseLostError, LeaseTimeoutError, Session } from '../src/index';
-import { connect, protectedTable, sleep, unique } from './helpers';
+import { connect, hasWait, protectedTable, sleep, unique } from './helpers';
 
 let db: Client;
 before(async () => {
@@ -56,5 +56,30 @@ test('a session loses only the lease whose renewal is refused', async () => {
     assert.equal(await other.close(), true);
   } finally {
     assert.equal(await session.close(), false, 'one lease was lost');
+  }
+});
+
+test('a session waits on a connection of its own, renewals go on meanwhile', async (t) => {
+  if (!(await hasWait(db))) return t.skip('fencing.acquire() has no wait argument on this server');
+  const holder = unique('sess');
+  const session = new Session(undefined, { holder });
+  const other = new Session(undefined, { holder: `${holder}-other` });
+  try {
+    const kept = await session.lease(`${holder}:kept`, { ttlMs: 600 });
+    const blocker = await other.lease(`${holder}:busy`, { ttlMs: 5000 });
+    const waiting = session.lease(`${holder}:busy`, { ttlMs: 600, waitMs: 5000 });
+    await sleep(1500); // more than two TTLs of `kept` while the wait blocks
+    assert.equal(kept.lost, false);
+    const { rows } = await db.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [
+      `fencing acquire ${holder}`,
+    ]);
+    assert.equal(rows[0].n, 1);
+    await blocker.release();
+    const granted = await waiting;
+    assert.equal(granted.lost, false);
+    assert.equal(session.leases.length, 2);
+  } finally {
+    await other.close();
+    assert.equal(await session.close(), true);
   }
 });
