@@ -29,6 +29,7 @@ SELECT fencing.acquire('wait:1', 'bob', '10 s', '100 ms') IS NULL AS wait_shorte
 RESET lock_timeout;
 SET statement_timeout = '200ms';
 SELECT fencing.acquire('wait:1', 'bob', '10 s', '10 s');
+\echo :LAST_ERROR_SQLSTATE
 RESET statement_timeout;
 -- Caught in a PL/pgSQL block, the same: the wait's own subtransaction is
 -- gone, the block's handler ends the block's.
