@@ -28,6 +28,9 @@ OBJS = \
 	src/tokens.o \
 	src/resources.o \
 	src/leases.o \
+	src/lease_queue.o \
+	src/acquire.o \
+	src/renew_all.o \
 	src/fence.o \
 	src/upgrade.o
 
@@ -50,14 +53,15 @@ DATA = sql/fencing--0.3.0.sql sql/fencing--0.2.0--0.3.0.sql \
 DATA_built = sql/fencing--$(EXTVERSION).sql $(UPGRADES:%=sql/fencing--%.sql)
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
-REGRESS = setup partition_identity token_scope split_brain guard modes inputs marks lending merge_by_source truncate fenced_update leases fence clock generations compact compact_batches compact_batches_attack \
+REGRESS = setup partition_identity token_scope split_brain guard modes inputs marks lending merge_by_source truncate fenced_update leases lease_wait fence clock generations compact compact_batches compact_batches_attack \
 	partitioned ddl security plan_cache nested stats stats_2pc token_domain orm_writeback registry ddl_routes diagnostics session_token grant_token guard_switch drop_routes
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 
 # isolation tests: test/isolation/specs/NAME.spec
 ISOLATION = stale_after_commit lower_waits_for_higher rollback_lets_lower \
 	repeatable_read update_vs_delete concurrent_insert three_writers \
-	acquire_race acquire_expiry fence_order first_grant detach_pending compact_batches compact_batch_locks acquire_reuse
+	acquire_race acquire_expiry fence_order first_grant detach_pending compact_batches compact_batch_locks acquire_reuse \
+	lease_wait_timeouts lease_wait_queue
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
 
 PG_CONFIG ?= pg_config
