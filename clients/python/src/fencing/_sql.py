@@ -2,6 +2,7 @@
 connection: shared by the threaded client and fencing.aio."""
 
 import math
+import re
 
 from psycopg import conninfo as _conninfo
 
@@ -16,12 +17,33 @@ RENEW_ALL = ("SELECT resource, token, renewed FROM "
 RELEASE = "SELECT fencing.release(%s, %s, %s)"
 SET_TOKEN = "SELECT set_config('fencing.token', %s, true)"
 
-# 42883: the server's extension predates acquire(..., wait) or renew_all().
-UNDEFINED_FUNCTION = "42883"
-# The NOTICE of acquire() to a holder that asks for its own live lease
-# names its token; any NOTICE of class other than 00 during a NULL grant
-# is read that way.
+# The NOTICE of acquire() to a holder that asks for its own live lease:
+# 'holder "h" already holds the lease on resource "r" with token N'.
+OWN_LEASE_NOTICE = "01T01"
+_NOTICE_TOKEN = re.compile(r"with token (\d+)$")
+# How often acquire(..., wait) is tried on an extension older than 0.4.0.
 POLL_INTERVAL = 0.05
+
+
+class OwnLeaseNotices:
+    """Collects the 01T01 NOTICE of one acquire() call on a connection
+    (`with OwnLeaseNotices(conn) as notices:`); `token` is the token it names."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.token = None
+
+    def _handle(self, diagnostic) -> None:
+        if diagnostic.sqlstate == OWN_LEASE_NOTICE:
+            match = _NOTICE_TOKEN.search(diagnostic.message_primary or "")
+            self.token = int(match.group(1)) if match else 0
+
+    def __enter__(self) -> "OwnLeaseNotices":
+        self.conn.add_notice_handler(self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.conn.remove_notice_handler(self._handle)
 
 
 def application_name(holder: str) -> str:

@@ -19,15 +19,19 @@ log = logging.getLogger("fencing")
 def acquire_token(conn: psycopg.Connection, resource: str, holder: str, ttl: float,
                   wait: Optional[float]) -> int:
     """One grant on `conn` (autocommit): the token, or LeaseTimeout or
-    LeaseAlreadyHeld."""
-    if wait:
-        try:
-            token = conn.execute(_sql.ACQUIRE_WAIT, (resource, holder, ttl, wait)).fetchone()[0]
-        except psycopg.errors.UndefinedFunction:
-            token = _poll(conn, resource, holder, ttl, time.monotonic() + wait)
-    else:
-        token = conn.execute(_sql.ACQUIRE, (resource, holder, ttl)).fetchone()[0]
+    LeaseAlreadyHeld (the server's NOTICE 01T01; a query of fencing.leases
+    on an extension older than 0.4.0, which sends none)."""
+    with _sql.OwnLeaseNotices(conn) as notices:
+        if wait:
+            try:
+                token = conn.execute(_sql.ACQUIRE_WAIT, (resource, holder, ttl, wait)).fetchone()[0]
+            except psycopg.errors.UndefinedFunction:
+                token = _poll(conn, resource, holder, ttl, time.monotonic() + wait)
+        else:
+            token = conn.execute(_sql.ACQUIRE, (resource, holder, ttl)).fetchone()[0]
     if token is None:
+        if notices.token is not None:
+            raise already_held(resource, holder, notices.token)
         _raise_not_granted(conn, resource, holder, wait)
     return token
 
