@@ -50,13 +50,29 @@ def application_name(holder: str) -> str:
     return f"fencing keepalive {holder}"
 
 
-def keepalive_options(conninfo: str, holder: str, seconds_left: float) -> dict:
-    """Keyword arguments for connect(): autocommit, the keepalive's name, and
-    a connect timeout within what is left of the lease unless the caller set one."""
-    options = {"autocommit": True, "application_name": application_name(holder)}
-    if "connect_timeout" not in _conninfo.conninfo_to_dict(conninfo):
-        # libpq rounds below 2 s up to 2 s
-        options["connect_timeout"] = max(2, math.ceil(seconds_left))
+def keepalive_options(conninfo: str, holder: str, leases) -> dict:
+    """Keyword arguments for connect() of the keepalive of `leases` (each with
+    `ttl`, `deadline`, `remaining()`): autocommit, the keepalive's name and,
+    unless the caller's conninfo sets them, a connect timeout within what is
+    left of the leases and TCP timeouts of about a third of the shortest ttl,
+    so that a connection the network dropped fails (and is replaced) well
+    before the deadline instead of hanging until it (ignored on Unix sockets)."""
+    given = _conninfo.conninfo_to_dict(conninfo)
+    leases = list(leases)
+    ttl = min((lease.ttl for lease in leases), default=10)
+    left = min((lease.remaining() if lease.deadline is not None else lease.ttl for lease in leases),
+               default=ttl)
+    third = max(1, math.ceil(ttl / 3))
+    defaults = {
+        "connect_timeout": max(2, math.ceil(left)),    # libpq takes 2 s at least
+        "tcp_user_timeout": third * 1000,
+        "keepalives": 1,
+        "keepalives_idle": third,
+        "keepalives_interval": 1,
+        "keepalives_count": 2,
+    }
+    options = {name: value for name, value in defaults.items() if name not in given}
+    options.update(autocommit=True, application_name=application_name(holder))
     return options
 
 

@@ -153,9 +153,8 @@ class Lease(LeaseBase):
     async def _connection(self) -> psycopg.AsyncConnection:
         if self._conn is None or self._conn.closed or self._conn.broken:
             await _close_quietly(self._conn)
-            remaining = self._state.remaining() if self._state.deadline else self.ttl
             self._conn = await psycopg.AsyncConnection.connect(
-                self.conninfo, **_sql.keepalive_options(self.conninfo, self.holder, remaining))
+                self.conninfo, **_sql.keepalive_options(self.conninfo, self.holder, [self]))
         return self._conn
 
     async def _keepalive(self) -> None:
@@ -298,9 +297,8 @@ class Session:
     async def _connection(self) -> psycopg.AsyncConnection:
         if self._conn is None or self._conn.closed or self._conn.broken:
             await self._drop_connection()
-            left = [lease.remaining() for lease in self._leases.values()]
             self._conn = await psycopg.AsyncConnection.connect(
-                self.conninfo, **_sql.keepalive_options(self.conninfo, self.holder, min(left) if left else 10))
+                self.conninfo, **_sql.keepalive_options(self.conninfo, self.holder, self._leases.values()))
         return self._conn
 
     async def _drop_connection(self) -> None:

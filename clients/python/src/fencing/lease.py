@@ -204,9 +204,8 @@ class Lease(LeaseBase):
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed or self._conn.broken:
             _close_quietly(self._conn)
-            remaining = self._state.remaining() if self._state.deadline else self.ttl
             self._conn = psycopg.connect(self.conninfo, **_sql.keepalive_options(
-                self.conninfo, self.holder, remaining))
+                self.conninfo, self.holder, [self]))
         return self._conn
 
     def _cancel_call(self) -> None:
@@ -357,9 +356,8 @@ class Session:
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._drop_connection()
-            ttls = [lease.remaining() for lease in self._leases.values()]
             self._conn = psycopg.connect(self.conninfo, **_sql.keepalive_options(
-                self.conninfo, self.holder, min(ttls) if ttls else 10))
+                self.conninfo, self.holder, self._leases.values()))
         return self._conn
 
     def _drop_connection(self) -> None:
