@@ -184,3 +184,34 @@ test('wait: a grant that came late in a long wait is renewed at once and starts 
     await first.release();
   }
 });
+
+test('a renewal that hangs is dropped and retried; one that hangs past the deadline loses the lease', async () => {
+  const resource = unique('order');
+  const lease = await Lease.acquire(undefined, resource, { holder: 'hung', ttlMs: 1500 });
+  const blocker = await connect();
+  try {
+    // A transaction holding the lease's row lock: every renewal waits for it.
+    await blocker.query('BEGIN');
+    await blocker.query("SELECT fencing.renew($1, 'hung', $2, '2 s')", [resource, lease.token.toString()]);
+    await sleep(900); // the renewal due at 500 ms waits, is dropped at a third of the TTL, retried
+    await blocker.query('COMMIT');
+    await sleep(800);
+    assert.equal(lease.lost, false, 'renewed once the lock was gone');
+
+    await blocker.query('BEGIN');
+    await blocker.query("SELECT fencing.renew($1, 'hung', $2, '5 s')", [resource, lease.token.toString()]);
+    const lost = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), 4000);
+      lease.signal.addEventListener('abort', () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    assert.equal(lost, true, 'lost at the deadline while the renewals hang');
+    assert.ok(lease.remainingMs <= 0);
+    await blocker.query('COMMIT');
+  } finally {
+    await blocker.end();
+    await lease.release();
+  }
+});
