@@ -57,6 +57,10 @@ ROLLBACK;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT fencing.acquire('wait:3', 'bob', '10 s', '0 s') IS NOT NULL AS a_try_is_fine;
 ROLLBACK;
+-- A read-only transaction cannot be granted anything: refused before waiting.
+BEGIN READ ONLY;
+SELECT t.error_of($$SELECT fencing.acquire('wait:1', 'bob', '10 s', '10 s')$$);
+ROLLBACK;
 
 -- The holder of a live lease that asks for it again gets NULL at once, with
 -- or without wait (it never waits for itself), and a NOTICE 01T01 that names
