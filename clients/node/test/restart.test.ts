@@ -18,6 +18,7 @@ function restartServer(): boolean {
 
 test('a server restart: the keepalives reconnect and the leases survive', async (t) => {
   if (!process.env.PGDATA || !process.env.FENCING_SERVER_USER) return t.skip('needs PGDATA and FENCING_SERVER_USER (test/dev)');
+  if (spawnSync('pg_ctl', ['--version']).status !== 0) return t.skip('needs pg_ctl on PATH (test/dev)');
   const setup = await connect();
   const table = unique('orders');
   await protectedTable(setup, table);
