@@ -1,0 +1,168 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Pool, type Client } from 'pg';
+import {
+  Lease,
+  LeaseLostError,
+  MissingTokenError,
+  StaleTokenError,
+  fenced,
+  staleRefusalCount,
+  type Queryable,
+} from '../src/index';
+import { connect, freeze, protectedTable, unique } from './helpers';
+
+let db: Client;
+let work: Client;
+let table: string;
+before(async () => {
+  db = await connect();
+  work = await connect();
+  table = unique('orders');
+  await protectedTable(db, table);
+});
+after(async () => {
+  await work.end();
+  await db.end();
+});
+
+async function row(): Promise<{ status: string; token: string }> {
+  const { rows } = await db.query(`SELECT status, last_fencing_token::text AS token FROM ${table} WHERE id = 1`);
+  return rows[0];
+}
+
+/** A client that counts what it sends. */
+function counting(client: Client): Queryable & { sent: string[] } {
+  const sent: string[] = [];
+  return {
+    sent,
+    query: ((text: string, values?: unknown[]) => {
+      sent.push(text);
+      return client.query(text, values);
+    }) as Queryable['query'],
+  };
+}
+
+test('a fenced write with a lease commits with SET LOCAL fencing.token', async () => {
+  const lease = await Lease.acquire(undefined, unique('order'), { holder: 'writer', ttlMs: 5000 });
+  try {
+    const n = await fenced(work, lease, async (c) => (await c.query(`UPDATE ${table} SET status = 'paid' WHERE id = 1`)).rowCount);
+    assert.equal(n, 1);
+    assert.deepEqual(await row(), { status: 'paid', token: lease.token.toString() });
+    const { rows } = await work.query("SELECT current_setting('fencing.token', true) AS t");
+    assert.ok(!rows[0].t, 'the token did not outlive the transaction');
+  } finally {
+    await lease.release();
+  }
+});
+
+test('a stale token: StaleTokenError with its fields, the hook, the counter, the rollback', async () => {
+  const stored = BigInt((await row()).token);
+  const before = staleRefusalCount();
+  const seen: StaleTokenError[] = [];
+  await assert.rejects(
+    fenced(work, 1n, (c) => c.query(`UPDATE ${table} SET status = 'late' WHERE id = 1`), {
+      onStale: async (err) => {
+        seen.push(err);
+      },
+    }),
+    (err: unknown) => {
+      assert.ok(err instanceof StaleTokenError);
+      assert.equal(err.code, '23T01');
+      assert.equal(err.table, table);
+      assert.equal(err.column, 'last_fencing_token');
+      assert.equal(err.constraint, 'fencing_stale_token');
+      assert.equal(err.key, '(id)=(1)');
+      assert.equal(err.presented, 1n);
+      assert.equal(err.stored, stored);
+      return true;
+    },
+  );
+  assert.equal(seen.length, 1);
+  assert.equal(staleRefusalCount(), before + 1);
+  assert.equal((await row()).status, 'paid');
+  const { rows } = await work.query('SELECT 1 AS one');
+  assert.equal(rows[0].one, 1, 'the connection is usable after the refusal');
+});
+
+test('no token: MissingTokenError', async () => {
+  await assert.rejects(fenced(work, null, (c) => c.query(`UPDATE ${table} SET status = 'x' WHERE id = 1`)), (err: unknown) => {
+    assert.ok(err instanceof MissingTokenError);
+    assert.equal(err.constraint, 'fencing_missing_token');
+    assert.equal(err.presented, null);
+    return true;
+  });
+});
+
+test('tokens above 2^53 stay exact (bigint)', async () => {
+  const big = 2n ** 60n + 1n;
+  await fenced(work, big, (c) => c.query(`UPDATE ${table} SET status = 'big' WHERE id = 1`));
+  assert.equal((await row()).token, big.toString());
+  await assert.rejects(fenced(work, big - 2n, (c) => c.query(`UPDATE ${table} SET status = 'x' WHERE id = 1`)), (err: unknown) => {
+    assert.ok(err instanceof StaleTokenError);
+    assert.equal(err.presented, big - 2n);
+    assert.equal(err.stored, big);
+    return true;
+  });
+});
+
+test('a lost lease: LeaseLostError on entry without sending anything', async () => {
+  const lease = await Lease.acquire(undefined, unique('order'), { holder: 'lost-entry', ttlMs: 400 });
+  try {
+    freeze(600);
+    const c = counting(work);
+    await assert.rejects(fenced(c, lease, (q) => q.query('SELECT 1')), LeaseLostError);
+    assert.deepEqual(c.sent, []);
+  } finally {
+    await lease.release();
+  }
+});
+
+test('the deadline passes during the transaction: no COMMIT, rolled back', async () => {
+  const t2 = unique('orders');
+  await protectedTable(db, t2);
+  const lease = await Lease.acquire(undefined, unique('order'), { holder: 'lost-commit', ttlMs: 500 });
+  try {
+    const c = counting(work);
+    await assert.rejects(
+      fenced(c, lease, async (q) => {
+        await q.query(`UPDATE ${t2} SET status = 'too late' WHERE id = 1`);
+        freeze(700);
+      }),
+      LeaseLostError,
+    );
+    assert.ok(!c.sent.includes('COMMIT'));
+    assert.ok(c.sent.includes('ROLLBACK'));
+    const { rows } = await db.query(`SELECT status FROM ${t2} WHERE id = 1`);
+    assert.equal(rows[0].status, 'new');
+  } finally {
+    await lease.release();
+  }
+});
+
+test('an error inside rolls back and is rethrown; a Pool works too', async () => {
+  const t3 = unique('orders');
+  await protectedTable(db, t3);
+  const pool = new Pool({ max: 1 });
+  try {
+    const lease = await Lease.acquire(undefined, unique('order'), { holder: 'pool', ttlMs: 5000 });
+    try {
+      await assert.rejects(
+        fenced(pool, lease, async (c) => {
+          await c.query(`UPDATE ${t3} SET status = 'half' WHERE id = 1`);
+          throw new Error('boom');
+        }),
+        /boom/,
+      );
+      const { rows } = await db.query(`SELECT status FROM ${t3} WHERE id = 1`);
+      assert.equal(rows[0].status, 'new');
+      assert.equal(await fenced(pool, lease, async (c) => (await c.query(`UPDATE ${t3} SET status = 'p' WHERE id = 1`)).rowCount), 1);
+      await assert.rejects(fenced(pool, 1, (c) => c.query(`UPDATE ${t3} SET status = 'q' WHERE id = 1`)), StaleTokenError);
+      assert.equal(pool.idleCount, 1, 'the client went back to the pool');
+    } finally {
+      await lease.release();
+    }
+  } finally {
+    await pool.end();
+  }
+});
