@@ -1,0 +1,94 @@
+package fencing
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestSessionRenewsAllOnOneConnection(t *testing.T) {
+	conn := connect(t)
+	ctx := context.Background()
+	holder := unique(t, "h")
+	ttl := 700 * time.Millisecond
+	s, err := NewSession(ctx, "", holder, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	resources := []string{unique(t, "r"), unique(t, "r"), unique(t, "r")}
+	var leases []*Lease
+	for _, r := range resources {
+		l, err := s.Acquire(ctx, r)
+		if err != nil {
+			t.Fatalf("acquire %s: %v", r, err)
+		}
+		leases = append(leases, l)
+	}
+	if _, err := s.Acquire(ctx, resources[0]); !errors.Is(err, ErrLeaseAlreadyHeld) {
+		t.Errorf("again: %v, want ErrLeaseAlreadyHeld", err)
+	}
+	time.Sleep(5 * ttl)
+	for _, l := range leases {
+		if err := l.Check(); err != nil {
+			t.Errorf("after five ttls: %v", err)
+		}
+		if _, token, ok := live(t, conn, l.Resource()); !ok || token != l.Token() {
+			t.Errorf("%s not live on the server", l.Resource())
+		}
+	}
+	if n := keepalives(t, conn, holder); n != 1 {
+		t.Errorf("%d keepalive connections, want 1", n)
+	}
+
+	if err := leases[0].Release(); err != nil {
+		t.Errorf("release one: %v", err)
+	}
+	if len(s.Leases()) != 2 {
+		t.Errorf("%d leases left, want 2", len(s.Leases()))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for _, l := range leases {
+		if _, _, ok := live(t, conn, l.Resource()); ok {
+			t.Errorf("%s live after Close", l.Resource())
+		}
+		if l.Context().Err() == nil {
+			t.Errorf("%s: context not done after Close", l.Resource())
+		}
+	}
+	if n := keepalives(t, conn, holder); n != 0 {
+		t.Errorf("%d keepalive connections after Close", n)
+	}
+}
+
+func TestSessionLosesOnlyTheRefusedLease(t *testing.T) {
+	conn := connect(t)
+	ctx := context.Background()
+	holder := unique(t, "h")
+	s, err := NewSession(ctx, "", holder, 900*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, err := s.Acquire(ctx, unique(t, "r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Acquire(ctx, unique(t, "r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT fencing.release($1, $2, $3)", a.Resource(), holder, a.Token()); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(2*time.Second, a.Lost) {
+		t.Fatal("the released lease is not lost")
+	}
+	time.Sleep(time.Second)
+	if err := b.Check(); err != nil {
+		t.Errorf("the other lease: %v", err)
+	}
+}
