@@ -62,10 +62,11 @@ func (e *MissingTokenError) Unwrap() error { return e.err }
 // DETAIL of src/errors.cpp, e.g. "Relation public.t, key (id)=(1): presented
 // token 5, stored token 7 (monotonic mode)." or "Resource "r": ...".
 var (
-	staleDetail = regexp.MustCompile(
-		`^(?:Relation .+?, (?:key (.*)|all rows)|Resource "(.*)"): presented token (\d+), stored token (\d+|\(not visible\)) \((\w+) mode\)\.$`)
+	relationName = `(?:"(?:[^"]|"")*"|[^\s,."]+)(?:\.(?:"(?:[^"]|"")*"|[^\s,."]+))?`
+	staleDetail  = regexp.MustCompile(
+		`^(?:Relation ` + relationName + `, (?:key (.*)|all rows)|Resource "(.*)"): presented token (\d+), stored token (\d+|\(not visible\)) \((\w+) mode\)\.$`)
 	missingDetail = regexp.MustCompile(
-		`^Relation .+?, (?:key (.*?)|all rows): no token presented, stored token (\d+|\(not visible\))\.`)
+		`^Relation ` + relationName + `, (?:key (.*?)|all rows): no token presented, stored token (\d+|\(not visible\))\.`)
 )
 
 // MapError turns a 23T01 or 23T02 anywhere in err's chain into

@@ -32,9 +32,14 @@ func connect(t *testing.T) *pgx.Conn {
 
 var serial atomic.Int64
 
-// unique names a resource or holder for one test.
+// unique names a resource or holder for one test, short enough that
+// "fencing keepalive <holder>" fits application_name (63 bytes).
 func unique(t *testing.T, what string) string {
-	return fmt.Sprintf("%s:%s:%d:%d", t.Name(), what, os.Getpid(), serial.Add(1))
+	name := t.Name()
+	if len(name) > 24 {
+		name = name[len(name)-24:]
+	}
+	return fmt.Sprintf("%s:%s:%d:%d", name, what, os.Getpid(), serial.Add(1))
 }
 
 func live(t *testing.T, conn *pgx.Conn, resource string) (holder string, token int64, ok bool) {
