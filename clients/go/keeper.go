@@ -176,7 +176,7 @@ func (k *keeper) grant(ctx context.Context, conn *pgx.Conn, notices *noticeSink,
 }
 
 // pollGrant waits for a lease on a server without acquire(..., wait)
-// (fencing 0.3.0): it tries every 50 ms. Not first come, first served.
+// (before fencing 0.4.0): it tries every 50 ms. Not first come, first served.
 func (k *keeper) pollGrant(ctx context.Context, conn *pgx.Conn, notices *noticeSink, resource string, wait time.Duration) (int64, time.Time, error) {
 	until := time.Now().Add(wait)
 	for {
@@ -357,7 +357,7 @@ func (k *keeper) renewOn(ctx context.Context, conn *pgx.Conn, leases []*Lease) (
 		if !errors.As(err, &pgErr) || pgErr.Code != undefinedFunction {
 			return nil, err
 		}
-		// fencing 0.3.0 has no renew_all(): one renew() each.
+		// Before fencing 0.4.0 there is no renew_all(): one renew() each.
 	}
 	for _, l := range leases {
 		var ok bool
