@@ -20,6 +20,7 @@ type keeper struct {
 	holder string
 	ttl    time.Duration
 	batch  bool // a Session: renew_all() for all its leases
+	single bool // the server has no renew_all(): renew() each (loop only)
 	logger *slog.Logger
 
 	mu      sync.Mutex // the connection: one call at a time
@@ -325,7 +326,7 @@ func (k *keeper) renew() error {
 // renewOn calls renew() for a lease of its own, renew_all() for a session.
 func (k *keeper) renewOn(ctx context.Context, conn *pgx.Conn, leases []*Lease) (map[*Lease]bool, error) {
 	renewed := map[*Lease]bool{}
-	if k.batch {
+	if k.batch && !k.single {
 		resources := make([]string, len(leases))
 		tokens := make([]int64, len(leases))
 		for i, l := range leases {
@@ -358,6 +359,7 @@ func (k *keeper) renewOn(ctx context.Context, conn *pgx.Conn, leases []*Lease) (
 			return nil, err
 		}
 		// Before fencing 0.4.0 there is no renew_all(): one renew() each.
+		k.single = true
 	}
 	for _, l := range leases {
 		var ok bool

@@ -108,6 +108,7 @@ func (w *worker) handle(req request) answer {
 		if !ok {
 			return unknown(req.Resource)
 		}
+		l.Lost() // reads the clock: a lease past its deadline ends now
 		timer := time.NewTimer(seconds(req.Timeout))
 		defer timer.Stop()
 		select {
