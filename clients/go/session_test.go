@@ -92,3 +92,39 @@ func TestSessionLosesOnlyTheRefusedLease(t *testing.T) {
 		t.Errorf("the other lease: %v", err)
 	}
 }
+
+// A waiting acquire does not hold up the session's renewals.
+func TestSessionWaitKeepsOtherLeasesAlive(t *testing.T) {
+	conn := connect(t)
+	ctx := context.Background()
+	holder, other := unique(t, "h"), unique(t, "o")
+	ttl := 600 * time.Millisecond
+	s, err := NewSession(ctx, "", holder, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	first, err := s.Acquire(ctx, unique(t, "r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := unique(t, "r")
+	blocker, err := Acquire(ctx, "", busy, other, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(4 * ttl)
+		blocker.Release()
+	}()
+	second, err := s.Acquire(ctx, busy, WithWait(10*time.Second))
+	if err != nil {
+		t.Fatalf("waiting acquire: %v", err)
+	}
+	if err := first.Check(); err != nil {
+		t.Errorf("the first lease during the wait: %v", err)
+	}
+	if holder2, token, ok := live(t, conn, busy); !ok || holder2 != holder || token != second.Token() {
+		t.Errorf("after the wait: %v %v %v", holder2, token, ok)
+	}
+}
