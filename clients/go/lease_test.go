@@ -3,6 +3,8 @@ package fencing
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,6 +36,17 @@ func TestLeaseGrantBusyOwnRelease(t *testing.T) {
 	}
 	if _, err := Acquire(ctx, "", r, a, 10*time.Second); !errors.Is(err, ErrLeaseAlreadyHeld) {
 		t.Errorf("the same holder again: %v, want ErrLeaseAlreadyHeld", err)
+	}
+	var notice bool // this server names the holder's own lease in a NOTICE (01T01)
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_proc WHERE proname = 'renew_all')").Scan(&notice); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Acquire(ctx, "", r, a, 10*time.Second); notice && !strings.Contains(fmt.Sprint(err), "already holds the lease") {
+		t.Errorf("the NOTICE is not in the error: %v", err)
+	}
+	asked := time.Now()
+	if _, err := Acquire(ctx, "", r, a, 10*time.Second, WithWait(5*time.Second)); !errors.Is(err, ErrLeaseAlreadyHeld) || time.Since(asked) > 2*time.Second {
+		t.Errorf("the same holder again, waiting: %v after %v, want ErrLeaseAlreadyHeld at once", err, time.Since(asked))
 	}
 	if err := lease.Check(); err != nil {
 		t.Errorf("check: %v", err)

@@ -41,6 +41,13 @@ func TestSessionRenewsAllOnOneConnection(t *testing.T) {
 	if n := keepalives(t, conn, holder); n != 1 {
 		t.Errorf("%d keepalive connections, want 1", n)
 	}
+	var renewAll bool
+	if err := conn.QueryRow(ctx, "SELECT to_regproc('fencing.renew_all') IS NOT NULL").Scan(&renewAll); err != nil {
+		t.Fatal(err)
+	}
+	if renewAll && s.keeper.single {
+		t.Error("the session renews lease by lease although the server has renew_all()")
+	}
 
 	if err := leases[0].Release(); err != nil {
 		t.Errorf("release one: %v", err)
