@@ -276,6 +276,11 @@ func (k *keeper) run() {
 			return
 		case <-timer.C:
 		}
+		if !k.batch && len(k.held()) == 0 {
+			// A Lease's keeper ends with its lease, released or not.
+			k.closeConn()
+			return
+		}
 		err := k.renew()
 		failing = err != nil
 		if failing {

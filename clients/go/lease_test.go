@@ -113,6 +113,9 @@ func TestLeaseRenewalRefusedCancelsContext(t *testing.T) {
 	if !lease.Lost() || !errors.Is(lease.Check(), ErrLeaseLost) {
 		t.Errorf("lost %v check %v", lease.Lost(), lease.Check())
 	}
+	if !eventually(2*time.Second, func() bool { return keepalives(t, conn, a) == 0 }) {
+		t.Error("the keepalive connection of a lost lease stays open")
+	}
 	if err := lease.Release(); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("release of a lost lease: %v, want ErrLeaseLost", err)
 	}
