@@ -32,8 +32,8 @@ func (t Token) Check() error {
 	return nil
 }
 
-// Beginner starts transactions: *pgx.Conn, *pgxpool.Pool, *pgxpool.Conn
-// (and a pgx.Tx, for a savepoint).
+// Beginner starts transactions: *pgx.Conn, *pgxpool.Pool, *pgxpool.Conn.
+// Not a pgx.Tx: the token must end with the transaction Fenced commits.
 type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
@@ -90,6 +90,9 @@ func Fenced(ctx context.Context, db Beginner, fence Fence, fn func(tx pgx.Tx) er
 			}
 		}
 	}()
+	if err := refuseOpenTransaction(db); err != nil {
+		return err
+	}
 	var tx pgx.Tx
 	if o.txOptions != nil {
 		b, ok := db.(interface {
@@ -124,4 +127,19 @@ func Fenced(ctx context.Context, db Beginner, fence Fence, fn func(tx pgx.Tx) er
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// refuseOpenTransaction: Fenced runs a transaction of its own. In a
+// caller's transaction its COMMIT would be a savepoint's, and the token
+// would stay set for the caller's later statements.
+func refuseOpenTransaction(db Beginner) error {
+	switch c := db.(type) {
+	case pgx.Tx:
+		return errors.New("fencing: Fenced runs its own transaction: pass the connection or pool, not a pgx.Tx")
+	case *pgx.Conn:
+		if status := c.PgConn().TxStatus(); status != 'I' {
+			return errors.New("fencing: Fenced runs its own transaction: commit or roll back the connection's open transaction first")
+		}
+	}
+	return nil
 }

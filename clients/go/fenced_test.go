@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // protectedTable creates a protected table with one row (id 1) at token 10.
@@ -191,3 +192,23 @@ func TestStaleDetailParsed(t *testing.T) {
 		t.Errorf("missing: %v", err)
 	}
 }
+
+func TestFencedRefusesAnOpenTransaction(t *testing.T) {
+	conn := connect(t)
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	noop := func(pgx.Tx) error { return nil }
+	if err := Fenced(ctx, tx, Token(5), noop); err == nil || !strings.Contains(err.Error(), "its own transaction") {
+		t.Errorf("in a pgx.Tx: %v", err)
+	}
+	if err := Fenced(ctx, conn, Token(5), noop); err == nil || !strings.Contains(err.Error(), "its own transaction") {
+		t.Errorf("on a connection in a transaction: %v", err)
+	}
+}
+
+// Fenced takes a pool as well as a connection.
+var _ Beginner = (*pgxpool.Pool)(nil)

@@ -92,8 +92,8 @@ func (k *keeper) closeConn() {
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
-// acquire asks for resource over conn (the keepalive connection when conn
-// is nil) and registers the lease with the keeper.
+// acquire asks for resource on the keepalive connection (a session's wait:
+// on a connection of its own) and registers the lease with the keeper.
 func (k *keeper) acquire(ctx context.Context, resource string, wait time.Duration, s *Session) (*Lease, error) {
 	if wait < 0 {
 		return nil, fmt.Errorf("fencing: wait must not be negative, not %v", wait)
