@@ -216,7 +216,7 @@ func (k *keeper) refusal(ctx context.Context, conn *pgx.Conn, notices []*pgconn.
 	return fmt.Errorf("%w: %s is held by another holder", ErrLeaseTimeout, resource)
 }
 
-// held returns the leases still held, oldest first in no particular order.
+// held returns the leases still held (and forgets the others).
 func (k *keeper) held() []*Lease {
 	k.leasesMu.Lock()
 	defer k.leasesMu.Unlock()

@@ -36,7 +36,8 @@ type Lease struct {
 	releaseErr  error
 }
 
-// AcquireOption tunes Acquire and Session.Acquire.
+// AcquireOption tunes Acquire, NewSession (WithLogger) and Session.Acquire
+// (WithWait).
 type AcquireOption func(*acquireOptions)
 
 type acquireOptions struct {
