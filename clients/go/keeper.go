@@ -43,6 +43,9 @@ func newKeeper(connString, holder string, ttl time.Duration, batch bool, logger 
 	if ttl <= 0 {
 		return nil, fmt.Errorf("fencing: ttl must be positive, not %v", ttl)
 	}
+	if logger == nil {
+		logger = slog.Default()
+	}
 	config, err := pgx.ParseConfig(connString)
 	if err != nil {
 		return nil, err
@@ -282,10 +285,15 @@ func (k *keeper) run() {
 			return
 		}
 		err := k.renew()
-		failing = err != nil
-		if failing {
+		switch {
+		case err != nil && !failing:
 			k.logger.Warn("fencing: renewal failed, retrying until the deadline", "holder", k.holder, "error", err)
+		case err != nil:
+			k.logger.Debug("fencing: renewal failed again", "holder", k.holder, "error", err)
+		case failing:
+			k.logger.Info("fencing: renewed again", "holder", k.holder)
 		}
+		failing = err != nil
 	}
 }
 
@@ -322,6 +330,7 @@ func (k *keeper) renew() error {
 			l.extend(start)
 		} else {
 			l.lose("the renewal was refused", true)
+			k.logger.Warn("fencing: lease lost: the renewal was refused", "resource", l.resource, "holder", k.holder, "token", l.token)
 		}
 	}
 	k.lastAck = start

@@ -151,10 +151,15 @@ func (l *Lease) checkLocked() {
 func (l *Lease) expire() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.ended != nil {
+		return
+	}
 	l.checkLocked()
 	if l.ended == nil {
 		l.timer.Reset(time.Until(l.deadline))
+		return
 	}
+	l.keeper.logger.Warn("fencing: lease lost: the deadline passed", "resource", l.resource, "holder", l.holder, "token", l.token)
 }
 
 // extend moves the deadline after the server acknowledged a renewal that
