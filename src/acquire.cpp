@@ -158,7 +158,7 @@ void require_fresh_snapshots()
 long ms_until(TimestampTz now, TimestampTz then)
 {
 	int64 ms = (then - now + 999) / 1000;
-	return static_cast<long>(Max(Min(ms, int64{3600 * 1000}), int64{1}));
+	return static_cast<long>(Max(Min(ms, int64{3600000}), int64{1}));
 }
 
 /*
