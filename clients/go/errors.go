@@ -22,9 +22,26 @@ var (
 	ErrLeaseLost = errors.New("fencing: lease lost")
 	// ErrLeaseTimeout: the lease was not granted (busy, or the wait passed).
 	ErrLeaseTimeout = errors.New("fencing: lease not granted")
-	// ErrLeaseAlreadyHeld: the holder asked again for a lease it holds.
+	// ErrLeaseAlreadyHeld: the holder asked again for a lease it holds
+	// (the error is a *LeaseAlreadyHeldError).
 	ErrLeaseAlreadyHeld = errors.New("fencing: lease already held by this holder")
 )
+
+// LeaseAlreadyHeldError: the holder asked again for a lease it holds;
+// Token is the one it holds (0 if unknown). errors.Is(err,
+// ErrLeaseAlreadyHeld) holds.
+type LeaseAlreadyHeldError struct {
+	Resource string
+	Holder   string
+	Token    int64
+}
+
+func (e *LeaseAlreadyHeldError) Error() string {
+	return fmt.Sprintf("fencing: holder %q already holds the lease on %q with token %d", e.Holder, e.Resource, e.Token)
+}
+
+// Is makes errors.Is(err, ErrLeaseAlreadyHeld) true.
+func (e *LeaseAlreadyHeldError) Is(target error) bool { return target == ErrLeaseAlreadyHeld }
 
 // StaleTokenError is a write refused with 23T01: a newer lock holder has
 // written. Unwrap gives the driver's error (*pgconn.PgError).

@@ -212,3 +212,10 @@ func TestFencedRefusesAnOpenTransaction(t *testing.T) {
 
 // Fenced takes a pool as well as a connection.
 var _ Beginner = (*pgxpool.Pool)(nil)
+
+func TestOwnLeaseNoticeParsed(t *testing.T) {
+	m := heldToken.FindStringSubmatch(`holder "a" already holds the lease on resource "r" with token 2262392188417142`)
+	if m == nil || m[1] != "2262392188417142" {
+		t.Errorf("%v", m)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
@@ -162,20 +164,20 @@ func (k *keeper) grant(ctx context.Context, conn *pgx.Conn, notices *noticeSink,
 	if token == nil {
 		return 0, time.Time{}, k.refusal(ctx, conn, notices.take(), resource, wait)
 	}
-	deadline := start.Add(k.ttl)
-	if wait > 0 && time.Since(start) > k.ttl/10 {
-		// The grant came some time after the call started: read what is
-		// left of it on the server's clock, from the start of that read.
-		readStart := time.Now()
-		var left float64
-		err := conn.QueryRow(ctx, "SELECT extract(epoch FROM expires_at - clock_timestamp())::float8 FROM fencing.leases WHERE resource = $1 AND token = $2",
-			resource, *token).Scan(&left)
-		if err == nil {
-			if d := readStart.Add(time.Duration(left * float64(time.Second))); d.After(deadline) {
-				deadline = d
-			}
+	if wait > 0 && time.Since(start) > k.ttl/3 {
+		// A long wait: the deadline counts from the start of the call, so
+		// renew at once to hold the lease for a full ttl.
+		start = time.Now()
+		var renewed bool
+		if err := conn.QueryRow(ctx, "SELECT fencing.renew($1, $2, $3, make_interval(secs => $4))",
+			resource, k.holder, *token, seconds(k.ttl)).Scan(&renewed); err != nil {
+			return 0, time.Time{}, err
+		}
+		if !renewed {
+			return 0, time.Time{}, lostError(resource, *token, "lost right after its grant")
 		}
 	}
+	deadline := start.Add(k.ttl)
 	return *token, deadline, nil
 }
 
@@ -197,21 +199,29 @@ func (k *keeper) pollGrant(ctx context.Context, conn *pgx.Conn, notices *noticeS
 }
 
 // ownLeaseNotice is the SQLSTATE of acquire()'s NOTICE to a holder that
-// asks again for its own live lease.
-var ownLeaseNotice = "01T01"
+// asks again for its own live lease: "holder "h" already holds the lease on
+// resource "r" with token N".
+const ownLeaseNotice = "01T01"
+
+var heldToken = regexp.MustCompile(`with token (\d+)$`)
 
 // refusal says why acquire() returned NULL: the holder's own lease, or
 // another holder's.
 func (k *keeper) refusal(ctx context.Context, conn *pgx.Conn, notices []*pgconn.Notice, resource string, wait time.Duration) error {
 	for _, n := range notices {
 		if n.Code == ownLeaseNotice {
-			return fmt.Errorf("%w: %s: %s", ErrLeaseAlreadyHeld, resource, n.Message)
+			held := &LeaseAlreadyHeldError{Resource: resource, Holder: k.holder}
+			if m := heldToken.FindStringSubmatch(n.Message); m != nil {
+				held.Token, _ = strconv.ParseInt(m[1], 10, 64)
+			}
+			return held
 		}
 	}
-	var own bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM fencing.leases WHERE resource = $1 AND holder = $2 AND live)",
-		resource, k.holder).Scan(&own); err == nil && own {
-		return fmt.Errorf("%w: %s by %s", ErrLeaseAlreadyHeld, resource, k.holder)
+	// A server without the NOTICE: ask.
+	var own int64
+	if err := conn.QueryRow(ctx, "SELECT token FROM fencing.leases WHERE resource = $1 AND holder = $2 AND live",
+		resource, k.holder).Scan(&own); err == nil {
+		return &LeaseAlreadyHeldError{Resource: resource, Holder: k.holder, Token: own}
 	}
 	if wait > 0 {
 		return fmt.Errorf("%w: %s: still held by another holder after %v", ErrLeaseTimeout, resource, wait)

@@ -3,8 +3,6 @@ package fencing
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 )
@@ -41,8 +39,9 @@ func TestLeaseGrantBusyOwnRelease(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_proc WHERE proname = 'renew_all')").Scan(&notice); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Acquire(ctx, "", r, a, 10*time.Second); notice && !strings.Contains(fmt.Sprint(err), "already holds the lease") {
-		t.Errorf("the NOTICE is not in the error: %v", err)
+	var held *LeaseAlreadyHeldError
+	if _, err := Acquire(ctx, "", r, a, 10*time.Second); !errors.As(err, &held) || held.Token != lease.Token() || held.Resource != r || held.Holder != a {
+		t.Errorf("the holder again: %v, want a *LeaseAlreadyHeldError naming token %d (notice %v)", err, lease.Token(), notice)
 	}
 	asked := time.Now()
 	if _, err := Acquire(ctx, "", r, a, 10*time.Second, WithWait(5*time.Second)); !errors.Is(err, ErrLeaseAlreadyHeld) || time.Since(asked) > 2*time.Second {
@@ -217,5 +216,30 @@ func TestLeaseReleasedOnPanic(t *testing.T) {
 	}
 	if _, _, ok := live(t, conn, r); ok {
 		t.Error("still live after a panic inside the lease")
+	}
+}
+
+// A grant after a wait longer than a third of the ttl is renewed at once:
+// the lease starts with a full ttl.
+func TestLeaseAfterALongWaitStartsWithAFullTTL(t *testing.T) {
+	connect(t)
+	ctx := context.Background()
+	r, a, b := unique(t, "r"), unique(t, "a"), unique(t, "b")
+	ttl := 600 * time.Millisecond
+	first, err := Acquire(ctx, "", r, a, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(ttl)
+		first.Release()
+	}()
+	second, err := Acquire(ctx, "", r, b, ttl, WithWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Release()
+	if left := time.Until(second.Deadline()); left < ttl*3/4 {
+		t.Errorf("%v left right after a long wait, want about the ttl %v", left, ttl)
 	}
 }

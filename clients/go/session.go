@@ -3,7 +3,6 @@ package fencing
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -50,7 +49,7 @@ func (s *Session) Acquire(ctx context.Context, resource string, opts ...AcquireO
 	}
 	for _, l := range s.keeper.held() {
 		if l.resource == resource {
-			return nil, fmt.Errorf("%w: %s (token %d) by %s", ErrLeaseAlreadyHeld, resource, l.token, s.keeper.holder)
+			return nil, &LeaseAlreadyHeldError{Resource: resource, Holder: s.keeper.holder, Token: l.token}
 		}
 	}
 	return s.keeper.acquire(ctx, resource, o.wait, s)

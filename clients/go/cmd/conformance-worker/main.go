@@ -268,6 +268,10 @@ func failure(err error) answer {
 		a["error"] = "LeaseTimeout"
 	case errors.Is(err, fencing.ErrLeaseAlreadyHeld):
 		a["error"] = "LeaseAlreadyHeld"
+		var held *fencing.LeaseAlreadyHeldError
+		if errors.As(err, &held) && held.Token != 0 {
+			a["token"] = held.Token
+		}
 	}
 	return a
 }
