@@ -91,7 +91,9 @@ func newLease(k *keeper, s *Session, resource string, token int64, deadline time
 	l := &Lease{resource: resource, holder: k.holder, token: token, ttl: k.ttl,
 		keeper: k, session: s, deadline: deadline}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.mu.Lock() // the timer may fire at once: expire() waits for l.timer
 	l.timer = time.AfterFunc(time.Until(deadline), l.expire)
+	l.mu.Unlock()
 	return l
 }
 
