@@ -2,6 +2,9 @@
 the fencing extension available, as test/dev gives them); skipped without one."""
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 import uuid
 
@@ -196,3 +199,14 @@ def test_asyncio(conn):
 
     token = asyncio.run(main())
     assert stored(conn, 6) == token and live(conn, resource)[2] is False
+
+
+def test_split_brain_example(conn):
+    """examples/split_brain.py (test/replay --client python) at a fast scale."""
+    example = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "examples", "split_brain.py")
+    result = subprocess.run([sys.executable, example, "--scale", "150"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "fenced write: LeaseLost, nothing sent" in result.stdout
+    assert "rejected" in result.stdout and "dead letters: 1" in result.stdout
