@@ -1,0 +1,145 @@
+package fencing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A Fence is what a fenced write presents: a *Lease, checked before the
+// write and again before COMMIT, or a Token from another lock manager.
+type Fence interface {
+	Token() int64
+	Check() error
+}
+
+// Token is a fencing token from another lock manager (Redis, etcd,
+// ZooKeeper) for Fenced: fencing.Token(n).
+type Token int64
+
+// Token returns the token itself.
+func (t Token) Token() int64 { return int64(t) }
+
+// Check accepts every positive token; the storage judges the rest.
+func (t Token) Check() error {
+	if t <= 0 {
+		return fmt.Errorf("fencing: a token must be positive, not %d", int64(t))
+	}
+	return nil
+}
+
+// Beginner starts transactions: *pgx.Conn, *pgxpool.Pool, *pgxpool.Conn.
+// Not a pgx.Tx: the token must end with the transaction Fenced commits.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// FencedOption tunes Fenced.
+type FencedOption func(*fencedOptions)
+
+type fencedOptions struct {
+	onStale   func(*StaleTokenError)
+	txOptions *pgx.TxOptions
+}
+
+// OnStale calls fn with every stale refusal (the dead-letter hook: park the
+// work for the new holder) before Fenced returns it.
+func OnStale(fn func(*StaleTokenError)) FencedOption {
+	return func(o *fencedOptions) { o.onStale = fn }
+}
+
+// WithTxOptions begins the transaction with these options (the db must
+// then have BeginTx, as *pgx.Conn and *pgxpool.Pool do).
+func WithTxOptions(opts pgx.TxOptions) FencedOption {
+	return func(o *fencedOptions) { o.txOptions = &opts }
+}
+
+var staleRefusals atomic.Int64
+
+// StaleRefusals counts the writes Fenced saw refused with 23T01 in this
+// process.
+func StaleRefusals() int64 { return staleRefusals.Load() }
+
+// Fenced runs fn in a transaction on db with the fence's token set for that
+// transaction only (SET LOCAL fencing.token, sent as set_config(...,
+// true)), and commits if fn returns nil. A lease is checked first and again
+// before COMMIT: if it is lost, Fenced returns an error wrapping
+// ErrLeaseLost, sending nothing (or a ROLLBACK). Refusals come back as
+// *StaleTokenError (counted, passed to OnStale) and *MissingTokenError.
+// fn's other errors roll back and are returned as they are; a panic in fn
+// rolls back and goes on.
+func Fenced(ctx context.Context, db Beginner, fence Fence, fn func(tx pgx.Tx) error, opts ...FencedOption) (err error) {
+	var o fencedOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := fence.Check(); err != nil {
+		return err
+	}
+	defer func() {
+		err = MapError(err)
+		var stale *StaleTokenError
+		if errors.As(err, &stale) {
+			staleRefusals.Add(1)
+			if o.onStale != nil {
+				o.onStale(stale)
+			}
+		}
+	}()
+	if err := refuseOpenTransaction(db); err != nil {
+		return err
+	}
+	var tx pgx.Tx
+	if o.txOptions != nil {
+		b, ok := db.(interface {
+			BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+		})
+		if !ok {
+			return fmt.Errorf("fencing: WithTxOptions needs a db with BeginTx, not %T", db)
+		}
+		tx, err = b.BeginTx(ctx, *o.txOptions)
+	} else {
+		tx, err = db.Begin(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			panic(r)
+		}
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if _, err = tx.Exec(ctx, "SELECT set_config('fencing.token', $1, true)", strconv.FormatInt(fence.Token(), 10)); err != nil {
+		return err
+	}
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = fence.Check(); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// refuseOpenTransaction: Fenced runs a transaction of its own. In a
+// caller's transaction its COMMIT would be a savepoint's, and the token
+// would stay set for the caller's later statements.
+func refuseOpenTransaction(db Beginner) error {
+	switch c := db.(type) {
+	case pgx.Tx:
+		return errors.New("fencing: Fenced runs its own transaction: pass the connection or pool, not a pgx.Tx")
+	case *pgx.Conn:
+		if status := c.PgConn().TxStatus(); status != 'I' {
+			return errors.New("fencing: Fenced runs its own transaction: commit or roll back the connection's open transaction first")
+		}
+	}
+	return nil
+}
