@@ -28,6 +28,9 @@ OBJS = \
 	src/tokens.o \
 	src/resources.o \
 	src/leases.o \
+	src/lease_queue.o \
+	src/acquire.o \
+	src/renew_all.o \
 	src/fence.o \
 	src/upgrade.o
 
@@ -50,7 +53,7 @@ DATA = sql/fencing--0.3.0.sql sql/fencing--0.2.0--0.3.0.sql \
 DATA_built = sql/fencing--$(EXTVERSION).sql $(UPGRADES:%=sql/fencing--%.sql)
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
-REGRESS = setup partition_identity token_scope split_brain guard modes inputs marks lending merge_by_source truncate fenced_update leases fence clock generations compact compact_batches compact_batches_attack \
+REGRESS = setup partition_identity token_scope split_brain guard modes inputs marks lending merge_by_source truncate fenced_update leases lease_wait fence clock generations compact compact_batches compact_batches_attack \
 	partitioned ddl security plan_cache nested stats stats_2pc token_domain orm_writeback registry ddl_routes diagnostics session_token grant_token guard_switch drop_routes
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 

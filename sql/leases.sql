@@ -3,7 +3,10 @@
 -- A free resource is granted; a live lease refuses everyone, its holder too.
 SELECT fencing.acquire('res:1', 'alice', '10 s') AS t1 \gset
 SELECT :t1 > 0 AS granted;
+-- (The holder hears why, in a NOTICE: sql/lease_wait.sql.)
+\set VERBOSITY sqlstate
 SELECT fencing.acquire('res:1', 'alice', '10 s') IS NULL AS refused_same_holder;
+\set VERBOSITY default
 SELECT fencing.acquire('res:1', 'bob', '10 s') IS NULL AS refused_other_holder;
 SELECT resource, holder, token = :t1 AS token_ok, expires_at - granted_at AS ttl, live
 FROM fencing.leases WHERE resource = 'res:1';

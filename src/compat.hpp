@@ -15,6 +15,7 @@ extern "C" {
 #include "replication/walsender_private.h"
 #include "executor/executor.h"
 #include "storage/proc.h"
+#include "utils/wait_event.h"
 }
 
 /*
@@ -166,6 +167,33 @@ inline LocalTransactionId local_transaction_id()
 	return MyProc->vxid.lxid;
 #else
 	return MyProc->lxid;
+#endif
+}
+
+/* This backend's index among PostgreSQL's processes: 17 renamed pgprocno to MyProcNumber. */
+inline int my_proc_number()
+{
+#if PG_VERSION_NUM >= 170000
+	return MyProcNumber;
+#else
+	return MyProc->pgprocno;
+#endif
+}
+
+/*
+ * The wait event of acquire() waiting for a lease: a custom one,
+ * "FencingLeaseWait", from 17 on (WaitEventExtensionNew), the generic
+ * "Extension" before.
+ */
+inline uint32 lease_wait_event()
+{
+#if PG_VERSION_NUM >= 170000
+	static uint32 event = 0;
+	if (event == 0)
+		event = WaitEventExtensionNew("FencingLeaseWait");
+	return event;
+#else
+	return PG_WAIT_EXTENSION;
 #endif
 }
 

@@ -16,6 +16,11 @@ extern "C" {
 #define ERRCODE_FENCING_STALE_TOKEN MAKE_SQLSTATE('2', '3', 'T', '0', '1')
 /* 23T02: a write to a protected table carries no token. */
 #define ERRCODE_FENCING_MISSING_TOKEN MAKE_SQLSTATE('2', '3', 'T', '0', '2')
+/*
+ * 01T01, a NOTICE: acquire() by the holder of the live lease it asks for
+ * returns NULL (class 01, warning: the call completed with a condition).
+ */
+#define ERRCODE_FENCING_LEASE_HELD MAKE_SQLSTATE('0', '1', 'T', '0', '1')
 
 /*
  * The constraint names that 23T01 and 23T02 carry (PG_DIAG_CONSTRAINT_NAME),

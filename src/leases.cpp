@@ -1,11 +1,13 @@
 /*
- * fencing.acquire / renew / release: leases with a TTL judged by the database
+ * fencing.acquire's grant, renew and release: leases with a TTL judged by the database
  * server's clock at the moment of the call (clock_timestamp()), with the
  * semantics of Redis' SET NX PX + INCR.
  */
 #include "arguments.hpp"
 #include "compat.hpp"
 #include "layout.hpp"
+#include "lease_queue.hpp"
+#include "leases.hpp"
 #include "resources.hpp"
 #include "spi.hpp"
 #include "token.hpp"
@@ -122,13 +124,12 @@ FENCING_FUNCTION(grant_token)
 	PG_RETURN_INT64(token);
 }
 
-/* acquire(resource, holder, ttl): a new token if no live lease holds the resource, else NULL. */
-FENCING_FUNCTION(acquire)
+/*
+ * One attempt to grant: a new token if no live lease holds the resource, else
+ * 0 (the resource's row then stays locked until the (sub)transaction ends).
+ */
+int64 fencing::grant_if_free(const char *resource, const char *holder, Datum ttl)
 {
-	char *resource = require_name(fcinfo, 0, "resource");
-	char *holder = require_name(fcinfo, 1, "holder");
-	Datum ttl = require_ttl(fcinfo, 2);
-
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "fencing: SPI_connect failed");
 	Datum name = CStringGetTextDatum(resource);
@@ -155,13 +156,13 @@ FENCING_FUNCTION(acquire)
 			SPI_finish();
 			note_grant(token);
 			require_durable_commit();
-			PG_RETURN_INT64(token);
+			return token;
 		}
 	}
 	Lease lease = lock_lease(resource);
 	if (lease.live) {
 		SPI_finish();
-		PG_RETURN_NULL();
+		return 0;
 	}
 	require_grant_confirmation();
 	int64 token = issue_token(lease.token);
@@ -177,7 +178,7 @@ FENCING_FUNCTION(acquire)
 	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
 	SPI_finish();
 	require_durable_commit();
-	PG_RETURN_INT64(token);
+	return token;
 }
 
 /* renew(resource, holder, token, ttl): extends a live lease; false if it was lost. */
@@ -202,5 +203,8 @@ FENCING_FUNCTION(release)
 	int64 token = require_token(PG_GETARG_DATUM(2), PG_ARGISNULL(2), "token");
 	Datum values[3] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
 	                   Int64GetDatum(token)};
-	PG_RETURN_BOOL(update_held_lease(&release_plan, "released = true", values, 3));
+	bool held = update_held_lease(&release_plan, "released = true", values, 3);
+	if (held)
+		wake_queue_at_commit(resource);
+	PG_RETURN_BOOL(held);
 }

@@ -26,6 +26,7 @@
 #include "compat.hpp"
 #include "merge.hpp"
 #include "stats.hpp"
+#include "lease_queue.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -211,6 +212,7 @@ extern "C" void _PG_init(void)
 		fencing::install_merge_check();
 		fencing::install_citus_support();
 		fencing::install_stats();
+		fencing::install_lease_queue();
 		fencing::install_drop_check();
 		/* Last: it drops placeholders of names not defined by then. */
 		MarkGUCPrefixReserved("fencing");

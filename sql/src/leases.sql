@@ -3,13 +3,16 @@
 
 -- The functions that write lease and fence state run with the extension
 -- owner's rights, pin search_path and check their arguments themselves.
-CREATE OR REPLACE FUNCTION fencing.acquire(resource text, holder text, ttl interval)
+-- acquire() with wait queues first come, first served behind the waiters of
+-- the resource (src/acquire.cpp, src/lease_queue.cpp).
+CREATE OR REPLACE FUNCTION fencing.acquire(resource text, holder text, ttl interval,
+                                           wait interval DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'acquire'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION fencing.acquire(text, text, interval) IS
-'grants the lease on a resource if no live lease holds it and returns a new fencing token; NULL otherwise';
+COMMENT ON FUNCTION fencing.acquire(text, text, interval, interval) IS
+'grants the lease on a resource if no live lease holds it (waiting up to wait, first come first served) and returns a new fencing token; NULL otherwise';
 
 -- The token of acquire()'s grant, issued inside its UPDATE once the row is
 -- locked (src/leases.cpp); refused outside that statement, and to any call
@@ -30,6 +33,17 @@ LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION fencing.renew(text, text, bigint, interval) IS
 'extends a live lease held by (holder, token); false if it was lost';
+
+-- Every lease a holder believes it holds, renewed or reported lost, in one
+-- statement (src/renew_all.cpp).
+CREATE OR REPLACE FUNCTION fencing.renew_all(holder text, ttl interval, resources text[],
+                                             tokens bigint[])
+RETURNS TABLE(resource text, token bigint, renewed boolean, expires_at timestamptz)
+AS 'MODULE_PATHNAME', 'renew_all'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION fencing.renew_all(text, interval, text[], bigint[]) IS
+'extends every live lease of the holder named by (resources[i], tokens[i]); one row each, renewed false if it was lost';
 
 CREATE OR REPLACE FUNCTION fencing.release(resource text, holder text, token bigint)
 RETURNS boolean

@@ -22,7 +22,34 @@ DROP FUNCTION fencing._lock_protected_tables();
 
 --@include sql/src/ddl.sql
 
+-- acquire() gains wait (DEFAULT NULL): the three-argument function goes, so
+-- that calls with three arguments are not ambiguous, and its grants (a DBA
+-- may have revoked it from PUBLIC) pass to the new one after the include.
+CREATE TABLE fencing._acquire_grants AS
+SELECT p.proacl FROM pg_catalog.pg_proc p
+WHERE p.oid OPERATOR(pg_catalog.=) 'fencing.acquire(text, text, interval)'::pg_catalog.regprocedure;
+DROP FUNCTION fencing.acquire(text, text, interval);
+
 --@include sql/src/leases.sql
+
+DO $$
+DECLARE
+	acl aclitem[] := (SELECT g.proacl FROM fencing._acquire_grants g);
+	item record;
+BEGIN
+	IF acl IS NULL THEN
+		RETURN;  -- the defaults, as the new function has them
+	END IF;
+	REVOKE ALL ON FUNCTION fencing.acquire(text, text, interval, interval) FROM PUBLIC;
+	FOR item IN SELECT * FROM pg_catalog.aclexplode(acl) LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION fencing.acquire(text, text, interval, interval) TO %s%s',
+			CASE WHEN item.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+			     ELSE item.grantee::pg_catalog.regrole::pg_catalog.text END,
+			CASE WHEN item.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+	END LOOP;
+END
+$$;
+DROP TABLE fencing._acquire_grants;
 
 --@include sql/src/stats.sql
 
