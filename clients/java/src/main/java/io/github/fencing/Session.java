@@ -49,7 +49,7 @@ public final class Session implements AutoCloseable {
     private static final String RENEW_ALL = "SELECT resource, token, renewed"
             + " FROM fencing.renew_all(?, ? * interval '1 microsecond', ?::text[], ?::bigint[])";
     private static final String RELEASE = "SELECT fencing.release(?, ?, ?)";
-    private static final Pattern TOKEN_IN_NOTICE = Pattern.compile("token (\\d+)");
+    private static final Pattern TOKEN_IN_NOTICE = Pattern.compile("with token (\\d+)$");
     private static final Executor DIRECT = Runnable::run;
     private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(10);
 
@@ -136,7 +136,7 @@ public final class Session implements AutoCloseable {
         } else {
             io.lock();
             try {
-                Connection c = connection(CONNECT_TIMEOUT);
+                Connection c = connection(CONNECT_TIMEOUT, true);
                 c.setNetworkTimeout(DIRECT, (int) Math.min(Integer.MAX_VALUE, timeoutMillis));
                 start = System.nanoTime();
                 Object[] r = acquireOn(c, resource, ttl, waits ? wait : null);
@@ -280,7 +280,7 @@ public final class Session implements AutoCloseable {
         }
         io.lock();
         try {
-            Connection c = connection(CONNECT_TIMEOUT);
+            Connection c = connection(CONNECT_TIMEOUT, true);
             c.setNetworkTimeout(DIRECT, (int) Math.min(10_000, Math.max(1_000, lease.ttl().toMillis())));
             try (PreparedStatement ps = c.prepareStatement(RELEASE)) {
                 ps.setString(1, lease.resource());
@@ -301,8 +301,19 @@ public final class Session implements AutoCloseable {
 
     /** The keepalive connection, opened again if it broke. Call with {@code io} held. */
     private Connection connection(Duration timeout) throws SQLException {
+        return connection(timeout, false);
+    }
+
+    /**
+     * The keepalive connection; with {@code validate}, one that answers now (an idle connection
+     * may have been cut by a server restart or a terminated backend since its last use).
+     */
+    private Connection connection(Duration timeout, boolean validate) throws SQLException {
         if (connection != null && !connection.isClosed()) {
-            return connection;
+            if (!validate || connection.isValid(Math.max(1, (int) Math.min(10, timeout.toSeconds())))) {
+                return connection;
+            }
+            dropConnection();
         }
         connection = null;
         Connection c = source.connect(applicationName, timeout);
@@ -492,6 +503,16 @@ public final class Session implements AutoCloseable {
 
     private static long micros(Duration d) {
         return TimeUnit.NANOSECONDS.toMicros(d.toNanos());
+    }
+
+    /** Whether this database lacked fencing.renew_all() (renewals then go one by one). */
+    boolean renewAllMissing() {
+        io.lock();
+        try {
+            return renewAllMissing;
+        } finally {
+            io.unlock();
+        }
     }
 
     @Override

@@ -301,6 +301,9 @@ class LeaseTest {
                 assertFalse(l.isLost(), l.toString());
                 assertTrue(live(l.resource()));
             }
+            if (waitSupported) {
+                assertFalse(s.renewAllMissing(), "renewed with renew_all()");
+            }
             assertTrue(leases.get(1).release());
             assertEquals(2, s.leases().size());
             assertThrows(CancellationException.class, () -> leases.get(1).lost().join());

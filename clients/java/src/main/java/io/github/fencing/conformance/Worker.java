@@ -198,7 +198,16 @@ public final class Worker {
     }
 
     private Connection work() throws SQLException {
-        if (work == null || work.isClosed()) {
+        if (work != null && !work.isValid(5)) {
+            // Broken since the last request (a restart, a terminated backend): open another.
+            try {
+                work.close();
+            } catch (SQLException ignored) {
+                // broken anyway
+            }
+            work = null;
+        }
+        if (work == null) {
             work = source.connect();
         }
         return work;
