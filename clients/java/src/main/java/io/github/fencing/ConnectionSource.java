@@ -93,6 +93,10 @@ public interface ConnectionSource {
         if (host.isEmpty()) {
             host = "localhost";
         }
+        if (host.startsWith("/") || host.startsWith("@")) {
+            throw new IllegalArgumentException("PGHOST names a socket directory (" + host
+                    + "); PgJDBC connects over TCP: set PGHOST to a host name or address");
+        }
         if (host.contains(":") && !host.startsWith("[")) {
             host = "[" + host + "]";
         }

@@ -219,6 +219,14 @@ public final class Lease implements AutoCloseable {
         }
     }
 
+    /** The first renewal after a long wait for the grant acknowledged: the deadline counts from it. */
+    synchronized void rebase(long start) {
+        if (start - lastStart > 0) {
+            lastStart = start;
+            deadline = start + ttlNanos;
+        }
+    }
+
     /** Schedules the check that signals the loss at the deadline, even while the keepalive is blocked. */
     synchronized void armDeadline() {
         if (closed || lostReason != null) {

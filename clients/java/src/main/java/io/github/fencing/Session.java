@@ -252,26 +252,47 @@ public final class Session implements AutoCloseable {
         }
     }
 
-    /** Renews one lease at once (after a long wait for its grant). */
+    /**
+     * Renews a lease at once after a long wait for its grant: the grant came at an unknown moment
+     * of the call, so the deadline counts from the start of this renewal. Not judged by the
+     * grant's deadline first: with a wait longer than the TTL, that may have passed already.
+     */
     private void renewNow(Lease lease) throws SQLException {
+        Boolean ok = null;
+        SQLException failure = null;
+        long start = 0;
         io.lock();
         try {
-            renewGroup(List.of(lease));
+            Connection c = connection(CONNECT_TIMEOUT);
+            c.setNetworkTimeout(DIRECT, (int) Math.min(Integer.MAX_VALUE, Math.max(1000, lease.ttl().toMillis())));
+            try (PreparedStatement ps = c.prepareStatement(RENEW)) {
+                start = System.nanoTime();
+                ok = renewCall(ps, lease);
+            }
         } catch (SQLException e) {
             dropConnection();
-            if (!lease.live(System.nanoTime())) {
-                lease.release();
-                throw new LeaseLostException(lease.resource(), lease.token(), Lease.DEADLINE_PASSED);
-            }
-            // Still within the deadline: the keepalive retries.
+            failure = e;
         } finally {
             io.unlock();
         }
-        if (lease.isLost()) {
-            LeaseLostException e = new LeaseLostException(lease.resource(), lease.token(), Lease.RENEWAL_REFUSED);
-            lease.release();
-            throw e;
+        if (Boolean.TRUE.equals(ok)) {
+            lease.rebase(start);
+            return;
         }
+        if (ok == null && System.nanoTime() - lease.deadline() < 0) {
+            return; // not confirmed, but within the grant's deadline: the keepalive retries
+        }
+        LeaseLostException e = new LeaseLostException(lease.resource(), lease.token(),
+                ok == null ? Lease.DEADLINE_PASSED : Lease.RENEWAL_REFUSED);
+        if (failure != null) {
+            e.initCause(failure);
+        }
+        try {
+            lease.release();
+        } catch (SQLException suppressed) {
+            e.addSuppressed(suppressed);
+        }
+        throw e;
     }
 
     boolean release(Lease lease) throws SQLException {
@@ -482,22 +503,24 @@ public final class Session implements AutoCloseable {
                 if (!l.live(System.nanoTime())) {
                     continue;
                 }
-                ps.setString(1, l.resource());
-                ps.setString(2, holder);
-                ps.setLong(3, l.token());
-                ps.setLong(4, l.ttlNanos / 1000);
                 long start = System.nanoTime();
-                boolean ok;
-                try (ResultSet rs = ps.executeQuery()) {
-                    rs.next();
-                    ok = rs.getBoolean(1);
-                }
-                if (ok) {
+                if (renewCall(ps, l)) {
                     l.acknowledge(start);
                 } else {
                     l.signalLost(Lease.RENEWAL_REFUSED);
                 }
             }
+        }
+    }
+
+    private boolean renewCall(PreparedStatement ps, Lease l) throws SQLException {
+        ps.setString(1, l.resource());
+        ps.setString(2, holder);
+        ps.setLong(3, l.token());
+        ps.setLong(4, l.ttlNanos / 1000);
+        try (ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            return rs.getBoolean(1);
         }
     }
 

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -153,6 +154,30 @@ class LeaseTest {
             }
         }
         assertFalse(live(resource));
+    }
+
+    @Test
+    void grantAfterAWaitLongerThanTheTtl() throws Exception {
+        assumeTrue(waitSupported, "acquire(..., wait)");
+        Lease a = Lease.acquire(source, resource, "java-k1", Duration.ofSeconds(5));
+        Thread releaser = new Thread(() -> {
+            try {
+                Thread.sleep(1500);
+                a.release();
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+        releaser.start();
+        // Granted 1.5 s into the call, with a TTL of 1 s: the deadline counts from a renewal made at once.
+        try (Lease b = Lease.acquire(source, resource, "java-k2", Duration.ofSeconds(1), Duration.ofSeconds(10))) {
+            assertFalse(b.isLost());
+            assertTrue(b.remaining().toMillis() > 500, b.remaining().toString());
+            Thread.sleep(1500);
+            assertFalse(b.isLost());
+            assertTrue(live(resource));
+        }
+        releaser.join();
     }
 
     @Test
