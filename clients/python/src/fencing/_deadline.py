@@ -1,0 +1,81 @@
+"""A lease's deadline on the monotonic clock and its loss signal, shared by
+the threaded Lease and Session.  A holder holds a lease from the start of
+its last acknowledged call (grant or renewal) until that start + ttl
+(docs/ha.md, "How a client times a lease"); a timer signals the loss at that
+moment even while a renewal hangs, and every check reads the clock itself, so
+a process that was frozen sees the loss the moment it thaws."""
+
+import threading
+import time
+from typing import Callable, Optional
+
+
+class Deadline:
+    """Loss is final: once `lost` is set, no acknowledgement moves the deadline."""
+
+    def __init__(self, ttl: float, on_lost: Optional[Callable[[], None]] = None):
+        self.ttl = ttl
+        self.lost = threading.Event()
+        self.reason: Optional[str] = None
+        self.last_start: Optional[float] = None
+        self._deadline: Optional[float] = None
+        self._on_lost = on_lost
+        self._lock = threading.Lock()
+        self._timer: Optional[threading.Timer] = None
+
+    @property
+    def deadline(self) -> Optional[float]:
+        return self._deadline
+
+    def acknowledge(self, start: float) -> bool:
+        """A call that started at `start` (time.monotonic()) was acknowledged;
+        False if the lease was lost meanwhile."""
+        with self._lock:
+            if self.lost.is_set():
+                return False
+            if self.last_start is not None and start < self.last_start:
+                return True
+            self.last_start = start
+            self._deadline = start + self.ttl
+            self._arm()
+        return not self.expired()
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = threading.Timer(max(0.0, self._deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self.lost.is_set():
+                return
+            if time.monotonic() < self._deadline:   # woke a hair early
+                self._arm()
+                return
+        self.lose("the lease's deadline passed before a renewal was acknowledged")
+
+    def expired(self) -> bool:
+        """Reads the clock: True if the lease is lost (signalling it if the
+        deadline has just passed)."""
+        if self.lost.is_set():
+            return True
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            self.lose("the lease's deadline passed before a renewal was acknowledged")
+            return True
+        return False
+
+    def remaining(self) -> float:
+        return self._deadline - time.monotonic() if self._deadline is not None else 0.0
+
+    def lose(self, reason: str) -> None:
+        with self._lock:
+            if self.lost.is_set():
+                return
+            self.reason = reason
+            self.lost.set()
+            if self._timer is not None:
+                self._timer.cancel()
+        if self._on_lost is not None:
+            self._on_lost()
