@@ -120,10 +120,19 @@ public final class Lease implements AutoCloseable {
     /**
      * Completes (normally) when the lease is lost. Cancelled when the lease is released first, so
      * that {@code lost().thenRun(listener)} runs the listener on a loss only. Dependent actions
-     * run on a daemon thread of this client: keep them short.
+     * run on a daemon thread of this client: keep them short. Do not complete it yourself.
      */
     public CompletableFuture<Void> lost() {
         return lost;
+    }
+
+    /**
+     * Runs {@code listener} when the lease is lost (not when it is released first), on a daemon
+     * thread of this client; returns this lease.
+     */
+    public Lease onLost(Runnable listener) {
+        lost.thenRun(listener);
+        return this;
     }
 
     /** Whether the lease is lost (also true the moment the deadline has passed). */

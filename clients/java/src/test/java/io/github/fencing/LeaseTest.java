@@ -194,7 +194,8 @@ class LeaseTest {
 
     @Test
     void renewalRefused() throws Exception {
-        Lease lease = Lease.acquire(source, resource, "java-d", Duration.ofMillis(1500));
+        AtomicBoolean heard = new AtomicBoolean();
+        Lease lease = Lease.acquire(source, resource, "java-d", Duration.ofMillis(1500)).onLost(() -> heard.set(true));
         try (PreparedStatement ps = admin.prepareStatement("SELECT fencing.release(?, ?, ?)")) {
             ps.setString(1, resource);
             ps.setString(2, "java-d");
@@ -205,6 +206,8 @@ class LeaseTest {
         assertTrue(lease.isLost());
         LeaseLostException e = assertThrows(LeaseLostException.class, lease::check);
         assertTrue(e.getMessage().contains("refused"), e.getMessage());
+        Thread.sleep(100);
+        assertTrue(heard.get(), "the listener ran");
         assertFalse(lease.release());
     }
 
