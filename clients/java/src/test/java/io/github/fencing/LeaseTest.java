@@ -124,8 +124,11 @@ class LeaseTest {
         assertTrue(lease.lost().isCancelled());
         assertFalse(lease.release());
         assertThrows(LeaseLostException.class, lease::check);
-        Thread.sleep(200);
-        assertEquals(0, keepalives("java-a"));
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (keepalives("java-a") != 0 && System.nanoTime() - until < 0) {
+            Thread.sleep(50);
+        }
+        assertEquals(0, keepalives("java-a"), "the keepalive connection is closed");
     }
 
     @Test
@@ -218,7 +221,7 @@ class LeaseTest {
             Thread.sleep(2500);
             assertFalse(lease.isLost());
             assertTrue(live(resource));
-            assertEquals(1, keepalives("java-e"));
+            assertEquals(1, keepalives("java-e"), "one new keepalive connection");
         }
     }
 
@@ -231,7 +234,7 @@ class LeaseTest {
         terminateKeepalive("java-f");
         lease.lost().get(3, TimeUnit.SECONDS);
         long seen = System.nanoTime();
-        assertTrue(seen - granted <= TimeUnit.MILLISECONDS.toNanos(1300), "lost after " + (seen - granted) / 1e6 + " ms");
+        assertTrue(seen - granted <= TimeUnit.MILLISECONDS.toNanos(1600), "lost after " + (seen - granted) / 1e6 + " ms");
         assertTrue(lease.remaining().isNegative() || lease.remaining().isZero());
         assertTrue(flaky.connects.get() > 2, "retried: " + flaky.connects.get());
         AtomicBoolean ran = new AtomicBoolean();
