@@ -72,7 +72,7 @@ public final class Lease implements AutoCloseable {
      */
     public static Lease acquire(ConnectionSource source, String resource, String holder, Duration ttl,
             Duration wait) throws SQLException {
-        Session session = Session.open(source, holder);
+        Session session = Session.open(source, holder, true);
         try {
             Lease lease = session.lease(resource, ttl, wait);
             lease.ownsSession = true;

@@ -67,7 +67,10 @@ public final class Session implements AutoCloseable {
     private boolean retrying; // guarded by this
     private final Thread keeper;
 
-    private Session(ConnectionSource source, String holder) {
+    private final boolean single;
+
+    private Session(ConnectionSource source, String holder, boolean single) {
+        this.single = single;
         this.source = Objects.requireNonNull(source, "source");
         this.holder = Objects.requireNonNull(holder, "holder");
         if (holder.isEmpty()) {
@@ -80,7 +83,12 @@ public final class Session implements AutoCloseable {
 
     /** Opens a session for {@code holder} and its keepalive connection. */
     public static Session open(ConnectionSource source, String holder) throws SQLException {
-        Session s = new Session(source, holder);
+        return open(source, holder, false);
+    }
+
+    /** {@code single}: the private session of one {@link Lease}, whose waits may use the keepalive connection. */
+    static Session open(ConnectionSource source, String holder, boolean single) throws SQLException {
+        Session s = new Session(source, holder, single);
         s.io.lock();
         try {
             s.connection(CONNECT_TIMEOUT);
@@ -103,7 +111,8 @@ public final class Session implements AutoCloseable {
     /**
      * Acquires a lease on {@code resource}, waiting up to {@code wait} (null or zero: do not
      * wait). The lease belongs to the session: closing it releases it, closing the session
-     * releases all. A wait runs on a connection of its own while other leases need renewals.
+     * releases all. A wait runs on a short-lived connection of its own, so that it holds up
+     * neither the renewals of the session's leases nor other acquires.
      */
     public Lease lease(String resource, Duration ttl, Duration wait) throws SQLException {
         Objects.requireNonNull(resource, "resource");
@@ -124,7 +133,7 @@ public final class Session implements AutoCloseable {
         Long token;
         SQLWarning warnings;
         long timeoutMillis = Math.max(5000, ttl.toMillis()) + (waits ? wait.toMillis() : 0);
-        if (waits && hasLiveLeases()) {
+        if (waits && (!single || hasLiveLeases())) {
             // Do not hold up the renewals of the session's other leases for the wait.
             try (Connection c = source.connect(applicationName, CONNECT_TIMEOUT)) {
                 c.setNetworkTimeout(DIRECT, (int) Math.min(Integer.MAX_VALUE, timeoutMillis));

@@ -335,6 +335,18 @@ class LeaseTest {
             if (waitSupported) {
                 assertFalse(s.renewAllMissing(), "renewed with renew_all()");
             }
+            if (waitSupported) {
+                // A wait in a session runs on a connection of its own: the renewals go on meanwhile.
+                try (Lease other = Lease.acquire(source, resource + ":busy", "java-j2", Duration.ofSeconds(5))) {
+                    long t0 = System.nanoTime();
+                    assertThrows(LeaseTimeoutException.class,
+                            () -> s.lease(resource + ":busy", Duration.ofSeconds(1), Duration.ofMillis(1500)));
+                    assertTrue(System.nanoTime() - t0 >= TimeUnit.MILLISECONDS.toNanos(1400));
+                }
+                for (Lease l : leases) {
+                    assertFalse(l.isLost(), l.toString());
+                }
+            }
             assertTrue(leases.get(1).release());
             assertEquals(2, s.leases().size());
             assertThrows(CancellationException.class, () -> leases.get(1).lost().join());
