@@ -158,16 +158,20 @@ public final class Lease implements AutoCloseable {
      * answered: false if the lease was already lost, or was released before.
      */
     public boolean release() throws SQLException {
+        boolean wasLost;
         synchronized (this) {
             if (closed) {
                 return false;
             }
             closed = true;
+            wasLost = lostReason != null;
             if (deadlineCheck != null) {
                 deadlineCheck.cancel(false);
             }
         }
-        lost.cancel(false);
+        if (!wasLost) {
+            lost.cancel(false); // a loss signalled before completes it (on the notifier thread)
+        }
         try {
             return session.release(this);
         } finally {
