@@ -60,7 +60,8 @@ REGRESS_OPTS = --inputdir=. --load-extension=fencing
 # isolation tests: test/isolation/specs/NAME.spec
 ISOLATION = stale_after_commit lower_waits_for_higher rollback_lets_lower \
 	repeatable_read update_vs_delete concurrent_insert three_writers \
-	acquire_race acquire_expiry fence_order first_grant detach_pending compact_batches compact_batch_locks acquire_reuse
+	acquire_race acquire_expiry fence_order first_grant detach_pending compact_batches compact_batch_locks acquire_reuse \
+	lease_wait_timeouts lease_wait_queue
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
 
 PG_CONFIG ?= pg_config

@@ -5,7 +5,8 @@ an example that breaks fails the suite.  test/readme/run calls it for each.
   fresh database (state carries over from block to block).  A statement
   followed on its line by a comment "-- ERROR <SQLSTATE>" must fail with that
   SQLSTATE; every other statement must succeed.
-- ```python blocks run as scripts with /usr/bin/python3 (Debian's psycopg).
+- ```python blocks run as scripts with /usr/bin/python3 (Debian's psycopg),
+  with the Python client (clients/python/src) on PYTHONPATH.
 - ```javascript blocks run with node, with npm's pg installed in a scratch
   directory (FENCING_README_NPM_OPTIONAL=1, set by test/matrix: skipped with
   a note if npm cannot reach its registry, instead of failing).
@@ -175,7 +176,11 @@ def main():
     label = "README" if is_readme else "docs/" + base
     test_name = "readme_examples" if is_readme else \
         "docs_" + re.sub(r"\W", "_", base[:-len(".md")]) + "_examples"
-    env = dict(os.environ, PGDATABASE=database)
+    # python blocks import the Python client from its source tree (docs/clients.md)
+    client = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                          "clients", "python", "src")
+    env = dict(os.environ, PGDATABASE=database,
+               PYTHONPATH=os.pathsep.join(p for p in (client, os.environ.get("PYTHONPATH")) if p))
     failures, counts = [], {}
     with tempfile.TemporaryDirectory() as scratch:
         skip_javascript = False

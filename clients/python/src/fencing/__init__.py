@@ -13,10 +13,11 @@ from .errors import (FencingError, LeaseAlreadyHeld, LeaseError, LeaseLost, Leas
                      stale_refusals, translate)
 from .fenced import fenced
 from .lease import Lease, Session, SessionLease
+from . import aio  # noqa: E402  (fencing.aio after the names it uses)
 
 __all__ = [
     "FencingError", "LeaseAlreadyHeld", "LeaseError", "LeaseLost", "LeaseTimeout", "MissingTokenError",
     "RefusedWriteError", "StaleTokenError", "parse_detail", "stale_refusals", "translate", "fenced",
-    "Lease", "Session", "SessionLease",
+    "Lease", "Session", "SessionLease", "aio",
 ]
 __version__ = "0.4.0"

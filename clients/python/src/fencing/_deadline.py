@@ -7,21 +7,32 @@ a process that was frozen sees the loss the moment it thaws."""
 
 import threading
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
+
+
+def thread_timer(delay: float, function: Callable[[], None]) -> threading.Timer:
+    timer = threading.Timer(delay, function)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 class Deadline:
-    """Loss is final: once `lost` is set, no acknowledgement moves the deadline."""
+    """Loss is final: once `lost` is set, no acknowledgement moves the deadline.
+    `lost` is a threading.Event and the timer a thread, or for fencing.aio an
+    asyncio.Event and loop.call_later (whose clock is time.monotonic() too)."""
 
-    def __init__(self, ttl: float, on_lost: Optional[Callable[[], None]] = None):
+    def __init__(self, ttl: float, on_lost: Optional[Callable[[], None]] = None,
+                 event: Any = None, schedule: Callable[[float, Callable[[], None]], Any] = thread_timer):
         self.ttl = ttl
-        self.lost = threading.Event()
+        self.lost = threading.Event() if event is None else event
         self.reason: Optional[str] = None
         self.last_start: Optional[float] = None
         self._deadline: Optional[float] = None
         self._on_lost = on_lost
+        self._schedule = schedule
         self._lock = threading.Lock()
-        self._timer: Optional[threading.Timer] = None
+        self._timer: Any = None
 
     @property
     def deadline(self) -> Optional[float]:
@@ -43,9 +54,7 @@ class Deadline:
     def _arm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = threading.Timer(max(0.0, self._deadline - time.monotonic()), self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        self._timer = self._schedule(max(0.0, self._deadline - time.monotonic()), self._fire)
 
     def _fire(self) -> None:
         with self._lock:

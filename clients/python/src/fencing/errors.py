@@ -80,7 +80,7 @@ _STALE = re.compile(r"^(?P<subject>.*): presented token (?P<presented>-?\d+), "
 _MISSING = re.compile(r"^(?P<subject>.*): no token presented, "
                       r"stored token (?P<stored>-?\d+|\(not visible\))\.(?: fencing\.token is .*)?$", re.S)
 _RELATION = re.compile(r"^Relation (?P<relation>.+?), (?:key (?P<key>.*)|all rows)$", re.S)
-_RESOURCE = re.compile(r'^Resource "(?P<resource>(?:[^"]|"")*)"$', re.S)
+_RESOURCE = re.compile(r'^Resource "(?P<resource>.*)"$', re.S)
 
 
 def parse_detail(detail: str) -> dict:
@@ -106,7 +106,7 @@ def parse_detail(detail: str) -> dict:
             fields["key"] = key
     resource = _RESOURCE.match(subject)
     if resource:
-        fields["resource"] = resource.group("resource").replace('""', '"')
+        fields["resource"] = resource.group("resource")
     return fields
 
 

@@ -13,16 +13,24 @@ from .errors import FencingError, StaleTokenError, count_stale_refusal, translat
 
 def token_of(lease_or_token) -> int:
     """The token of a Lease, a SessionLease or a plain int (from another lock manager)."""
-    token = lease_or_token if isinstance(lease_or_token, int) else lease_or_token.token
+    token = lease_or_token if isinstance(lease_or_token, int) else getattr(lease_or_token, "token", None)
     if isinstance(token, bool) or not isinstance(token, int) or token <= 0:
-        raise ValueError(f"a fencing token is a positive integer, not {token!r}")
+        raise ValueError(f"fenced() takes a lease or a positive integer token, not {lease_or_token!r}")
     return token
 
 
-def refuse_open_transaction(conn) -> None:
+def begin(conn, lease_or_token):
+    """(lease or None, token) for a fenced transaction about to start on
+    `conn`: LeaseLost if the lease has ended (nothing sent), FencingError if
+    `conn` is inside a transaction already (its COMMIT would not be ours)."""
+    lease = None if isinstance(lease_or_token, int) else lease_or_token
+    token = token_of(lease_or_token)
+    if lease is not None:
+        lease.check()
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise FencingError("fenced() runs its own transaction: commit or roll back the "
                            "connection's open transaction first")
+    return lease, token
 
 
 def on_refusal(error: BaseException, on_stale: Optional[Callable]) -> BaseException:
@@ -43,11 +51,7 @@ def fenced(conn: psycopg.Connection, lease_or_token: Union[int, object], *,
     lease, checks it on entry and again before COMMIT and raises LeaseLost
     without sending anything once its deadline has passed.  A stale refusal
     calls on_stale(error) (a dead-letter hook), then raises StaleTokenError."""
-    lease = None if isinstance(lease_or_token, int) else lease_or_token
-    token = token_of(lease_or_token)
-    if lease is not None:
-        lease.check()
-    refuse_open_transaction(conn)
+    lease, token = begin(conn, lease_or_token)
     try:
         with conn.transaction():
             cursor = conn.cursor()

@@ -45,17 +45,26 @@ def _poll(conn, resource, holder, ttl, until) -> Optional[int]:
 def _raise_if_own(conn, resource, holder) -> None:
     row = conn.execute(_sql.OWN_LEASE, (resource, holder)).fetchone()
     if row is not None:
-        raise LeaseAlreadyHeld(f"{holder} already holds the lease on {resource} (token {row[0]})", row[0])
+        raise already_held(resource, holder, row[0])
 
 
 def _raise_not_granted(conn, resource, holder, wait) -> None:
     _raise_if_own(conn, resource, holder)
+    raise not_granted(resource, wait)
+
+
+def already_held(resource: str, holder: str, token: int) -> LeaseAlreadyHeld:
+    return LeaseAlreadyHeld(f"{holder} already holds the lease on {resource} (token {token})", token)
+
+
+def not_granted(resource: str, wait: Optional[float]) -> LeaseTimeout:
     if wait:
-        raise LeaseTimeout(f"the lease on {resource} was not granted within {wait} s")
-    raise LeaseTimeout(f"the lease on {resource} is held by another holder")
+        return LeaseTimeout(f"the lease on {resource} was not granted within {wait} s")
+    return LeaseTimeout(f"the lease on {resource} is held by another holder")
 
 
-def _retry_interval(ttl: float) -> float:
+def retry_interval(ttl: float) -> float:
+    """How soon a failed renewal is tried again (until the deadline)."""
     return max(0.05, min(1.0, ttl / 10))
 
 
@@ -80,7 +89,38 @@ def _cancel_quietly(conn: Optional[psycopg.Connection]) -> None:
     threading.Thread(target=cancel, daemon=True).start()
 
 
-class Lease:
+class LeaseBase:
+    """What every lease shows, threaded or asyncio, own or a session's:
+    `token`, `lost`, `deadline`, `remaining()`, `check()`."""
+
+    token: Optional[int] = None
+    resource: str
+    _state: Optional[Deadline] = None
+
+    @property
+    def lost(self):
+        """Set when the lease ends: its deadline passed, a renewal was
+        refused, or it was released (threading.Event; asyncio.Event in fencing.aio)."""
+        return self._state.lost
+
+    @property
+    def deadline(self) -> Optional[float]:
+        """The end of the lease on time.monotonic(): the start of its last
+        acknowledged call (grant or renewal) + ttl."""
+        return self._state.deadline if self._state else None
+
+    def remaining(self) -> float:
+        """Seconds until the deadline (negative once passed)."""
+        return self._state.remaining() if self._state else 0.0
+
+    def check(self) -> None:
+        """Raises LeaseLost unless the lease is held now, by the clock."""
+        if self._state is None or self.token is None or self._state.expired():
+            reason = self._state.reason if self._state and self._state.reason else "not acquired"
+            raise LeaseLost(f"lease on {self.resource} lost: {reason}")
+
+
+class Lease(LeaseBase):
     """A lease on one resource (context manager).  `token` is its fencing
     token; `lost` is set when it ends (deadline passed, renewal refused, or
     released); `deadline` is on time.monotonic(); `check()` raises LeaseLost
@@ -95,30 +135,12 @@ class Lease:
         self.holder = holder
         self.ttl = ttl
         self.wait = wait
-        self.token: Optional[int] = None
         self._state = Deadline(ttl, on_lost=self._cancel_call)
         self._conn: Optional[psycopg.Connection] = None
         self._in_call = False
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._released = False
-
-    @property
-    def lost(self) -> threading.Event:
-        return self._state.lost
-
-    @property
-    def deadline(self) -> Optional[float]:
-        return self._state.deadline
-
-    def remaining(self) -> float:
-        """Seconds until the deadline (negative once passed)."""
-        return self._state.remaining()
-
-    def check(self) -> None:
-        """Raises LeaseLost unless the lease is held now, by the clock."""
-        if self.token is None or self._state.expired():
-            raise LeaseLost(f"lease on {self.resource} lost: {self._state.reason or 'not acquired'}")
 
     def __enter__(self) -> "Lease":
         self.acquire()
@@ -188,12 +210,13 @@ class Lease:
             _cancel_quietly(self._conn)
 
     def _keepalive(self) -> None:
-        retry = _retry_interval(self.ttl)
+        retry = retry_interval(self.ttl)
         due = self._state.last_start + self.ttl / 3
         while not self._stop.wait(max(0.0, due - time.monotonic())):
             if self._state.expired():
                 return
             start = time.monotonic()
+            conn = None
             try:
                 self._in_call = True
                 conn = self._connection()
@@ -201,8 +224,9 @@ class Lease:
                                                     self.ttl)).fetchone()[0]
             except psycopg.Error as e:
                 log.info("fencing: renewal of %s failed, retrying until the deadline: %s", self.resource, e)
-                _close_quietly(self._conn)
-                self._conn = None
+                _close_quietly(conn)
+                if self._conn is conn:
+                    self._conn = None
                 due = time.monotonic() + retry
                 continue
             finally:
@@ -215,7 +239,7 @@ class Lease:
             due = start + self.ttl / 3
 
 
-class SessionLease:
+class SessionLease(LeaseBase):
     """A lease of a Session: the same `token`, `lost`, `deadline` and
     `check()` as a Lease; kept alive by its session; `release()` (or leaving
     its `with`) releases this one lease."""
@@ -227,14 +251,6 @@ class SessionLease:
         self.token = token
         self.ttl = ttl
         self._state = Deadline(ttl, on_lost=session._cancel_call)
-
-    lost = Lease.lost
-    deadline = Lease.deadline
-    remaining = Lease.remaining
-
-    def check(self) -> None:
-        if self._state.expired():
-            raise LeaseLost(f"lease on {self.resource} lost: {self._state.reason}")
 
     def release(self) -> bool:
         return self.session.release(self.resource)
@@ -375,7 +391,7 @@ class Session:
                          self.holder, e)
                 with self._lock:
                     self._drop_connection()
-                retry_at = time.monotonic() + min(_retry_interval(lease.ttl) for lease in live)
+                retry_at = time.monotonic() + min(retry_interval(lease.ttl) for lease in live)
                 continue
             retry_at = None
             for lease in live:

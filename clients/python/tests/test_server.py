@@ -1,0 +1,198 @@
+"""The client against a real server (PGHOST, PGPORT, PGUSER, PGDATABASE with
+the fencing extension available, as test/dev gives them); skipped without one."""
+
+import asyncio
+import time
+import uuid
+
+import psycopg
+import pytest
+
+import fencing
+import fencing.aio
+
+TABLE = "pytest_fencing_orders"
+
+
+@pytest.fixture(scope="module")
+def conn():
+    try:
+        conn = psycopg.connect("", autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as e:
+        pytest.skip(f"no server: {e}")
+    conn.execute("SET client_min_messages = warning")
+    conn.execute("CREATE EXTENSION IF NOT EXISTS fencing")
+    conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    conn.execute(f"CREATE TABLE {TABLE} (id int PRIMARY KEY, status text, "
+                 "last_fencing_token bigint NOT NULL DEFAULT 0)")
+    conn.execute("SELECT fencing.protect(%s)", (TABLE,))
+    with fencing.fenced(conn, 1) as cur:
+        cur.execute(f"INSERT INTO {TABLE} SELECT i, 'new' FROM generate_series(1, 20) i")
+    yield conn
+    conn.execute(f"DROP TABLE {TABLE}")
+    conn.close()
+
+
+def name(prefix):
+    return f"{prefix}:{uuid.uuid4().hex[:8]}"
+
+
+def live(conn, resource):
+    row = conn.execute("SELECT holder, token, live FROM fencing.leases WHERE resource = %s",
+                       (resource,)).fetchone()
+    return row
+
+
+def stored(conn, key):
+    return conn.execute(f"SELECT last_fencing_token FROM {TABLE} WHERE id = %s", (key,)).fetchone()[0]
+
+
+def test_lease_write_and_release(conn):
+    resource = name("order")
+    with fencing.Lease("", resource, holder="worker-a", ttl=2) as lease:
+        assert live(conn, resource) == ("worker-a", lease.token, True)
+        keepalive = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                                 "'fencing keepalive worker-a'").fetchone()[0]
+        assert keepalive == 1
+        with fencing.fenced(conn, lease) as cur:
+            cur.execute(f"UPDATE {TABLE} SET status = 'paid' WHERE id = 1")
+            assert cur.rowcount == 1
+        assert stored(conn, 1) == lease.token
+        assert 0 < lease.deadline - time.monotonic() <= 2
+    assert lease.lost.is_set() and live(conn, resource)[2] is False
+    with pytest.raises(fencing.LeaseLost):
+        lease.check()
+
+
+def test_keepalive_outlives_the_ttl(conn):
+    resource = name("order")
+    with fencing.Lease("", resource, holder="worker-k", ttl=1) as lease:
+        time.sleep(2.5)
+        lease.check()
+        assert live(conn, resource) == ("worker-k", lease.token, True)
+
+
+def test_busy_own_and_waited_leases(conn):
+    resource = name("order")
+    with fencing.Lease("", resource, holder="worker-a", ttl=1) as first:
+        with pytest.raises(fencing.LeaseTimeout):
+            fencing.Lease("", resource, holder="worker-b", ttl=1).acquire()
+        with pytest.raises(fencing.LeaseAlreadyHeld) as held:
+            fencing.Lease("", resource, holder="worker-a", ttl=1, wait=3).acquire()
+        assert held.value.token == first.token
+        first_token = first.token
+    with fencing.Lease("", resource, holder="worker-b", ttl=1, wait=2) as second:
+        assert second.token > first_token
+
+
+def test_stale_write_calls_the_hook_and_raises(conn):
+    calls = []
+    before = fencing.stale_refusals()
+    with fencing.fenced(conn, 5000) as cur:
+        cur.execute(f"UPDATE {TABLE} SET status = 'x' WHERE id = 2")
+    with pytest.raises(fencing.StaleTokenError) as refused:
+        with fencing.fenced(conn, 4999, on_stale=calls.append) as cur:
+            cur.execute(f"UPDATE {TABLE} SET status = 'late' WHERE id = 2")
+    error = refused.value
+    assert calls == [error] and fencing.stale_refusals() == before + 1
+    assert (error.table, error.column, error.constraint, error.key, error.presented, error.stored) == (
+        TABLE, "last_fencing_token", "fencing_stale_token", "(id)=(2)", 4999, 5000)
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_missing_token_is_translated(conn):
+    with pytest.raises(fencing.MissingTokenError) as refused:
+        try:
+            with conn.transaction():
+                conn.execute(f"UPDATE {TABLE} SET status = 'x' WHERE id = 3")
+        except psycopg.Error as e:
+            raise fencing.translate(e) from e
+    assert refused.value.constraint == "fencing_missing_token" and refused.value.presented is None
+
+
+def test_lost_lease_writes_nothing(conn, monkeypatch):
+    resource = name("order")
+    with fencing.Lease("", resource, holder="worker-f", ttl=2) as lease:
+        real = time.monotonic
+        monkeypatch.setattr(time, "monotonic", lambda: real() + 3)     # as after a freeze
+        with pytest.raises(fencing.LeaseLost):
+            with fencing.fenced(conn, lease) as cur:
+                cur.execute(f"UPDATE {TABLE} SET status = 'never' WHERE id = 4")
+        monkeypatch.undo()
+        assert lease.lost.is_set()
+    assert conn.execute(f"SELECT status FROM {TABLE} WHERE id = 4").fetchone()[0] == "new"
+
+
+def test_loss_before_commit_rolls_back(conn):
+    resource = name("order")
+    with fencing.Lease("", resource, holder="worker-c", ttl=2) as lease:
+        with pytest.raises(fencing.LeaseLost):
+            with fencing.fenced(conn, lease) as cur:
+                cur.execute(f"UPDATE {TABLE} SET status = 'rolled back' WHERE id = 5")
+                lease._state.lose("a renewal was refused")
+    assert conn.execute(f"SELECT status FROM {TABLE} WHERE id = 5").fetchone()[0] == "new"
+
+
+def test_fenced_refuses_an_open_transaction(conn):
+    other = psycopg.connect("")
+    try:
+        other.execute("SELECT 1")
+        with pytest.raises(fencing.FencingError):
+            with fencing.fenced(other, 7):
+                pass
+    finally:
+        other.close()
+
+
+def test_release_on_exception(conn):
+    resource = name("order")
+    with pytest.raises(RuntimeError):
+        with fencing.Lease("", resource, holder="worker-e", ttl=2):
+            raise RuntimeError("inside")
+    assert live(conn, resource)[2] is False
+
+
+def test_session_renews_all_on_one_connection(conn):
+    resources = [name("order"), name("order")]
+    with fencing.Session("", holder="worker-s") as session:
+        leases = [session.lease(r, ttl=1) for r in resources]
+        time.sleep(2.5)
+        for lease in leases:
+            lease.check()
+            assert live(conn, lease.resource) == ("worker-s", lease.token, True)
+        count = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                             "'fencing keepalive worker-s'").fetchone()[0]
+        assert count == 1
+        assert leases[0].release() is True
+        assert not leases[1].lost.is_set()
+    assert all(lease.lost.is_set() for lease in leases)
+    assert all(live(conn, r)[2] is False for r in resources)
+
+
+def test_asyncio(conn):
+    resource = name("order")
+
+    async def main():
+        aconn = await psycopg.AsyncConnection.connect("", autocommit=True)
+        try:
+            async with fencing.aio.Lease("", resource, holder="worker-aio", ttl=1) as lease:
+                await asyncio.sleep(2)
+                lease.check()
+                async with fencing.aio.fenced(aconn, lease) as cur:
+                    await cur.execute(f"UPDATE {TABLE} SET status = 'async' WHERE id = 6")
+                token = lease.token
+            assert lease.lost.is_set()
+            with pytest.raises(fencing.StaleTokenError):
+                async with fencing.aio.fenced(aconn, token - 1) as cur:
+                    await cur.execute(f"UPDATE {TABLE} SET status = 'late' WHERE id = 6")
+            async with fencing.aio.Session("", holder="worker-aios") as session:
+                one = await session.lease(name("order"), ttl=1)
+                await asyncio.sleep(1.5)
+                one.check()
+            assert one.lost.is_set()
+            return token
+        finally:
+            await aconn.close()
+
+    token = asyncio.run(main())
+    assert stored(conn, 6) == token and live(conn, resource)[2] is False
