@@ -56,21 +56,28 @@ class ReadmeTest {
             });
             out = run(dir);
             assertTrue(out.matches("fenced out: presented \\d+, stored " + newer + "\\s*"), out);
+            assertTrue(ERR.toString(StandardCharsets.UTF_8).startsWith("dead letter: "), "the dead-letter hook ran");
             assertEquals("shipped", Db.one(c, "SELECT status FROM orders WHERE id = 'order:101'"));
             Db.exec(c, "DROP TABLE orders");
         }
     }
 
+    private static final ByteArrayOutputStream ERR = new ByteArrayOutputStream();
+
     private static String run(Path dir) throws Exception {
         PrintStream saved = System.out;
+        PrintStream savedErr = System.err;
+        ERR.reset();
         ByteArrayOutputStream captured = new ByteArrayOutputStream();
         try (URLClassLoader loader = new URLClassLoader(new URL[] {dir.toUri().toURL()},
                 ReadmeTest.class.getClassLoader())) {
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
+            System.setErr(new PrintStream(ERR, true, StandardCharsets.UTF_8));
             Method main = loader.loadClass("PayWorker").getMethod("main", String[].class);
             main.invoke(null, (Object) new String[0]);
         } finally {
             System.setOut(saved);
+            System.setErr(savedErr);
         }
         return captured.toString(StandardCharsets.UTF_8);
     }
