@@ -251,6 +251,28 @@ class LeaseTest {
     }
 
     @Test
+    void lossSignalledWhileARenewalHangs() throws Exception {
+        // The renewal waits for a row lock taken here: the loss comes from the timer, at the deadline.
+        Lease lease = Lease.acquire(source, resource, "java-l", Duration.ofMillis(1200));
+        long granted = System.nanoTime();
+        try (Connection blocker = source.connect()) {
+            blocker.setAutoCommit(false);
+            try (PreparedStatement ps = blocker.prepareStatement(
+                    "SELECT 1 FROM fencing.resources WHERE resource = ? FOR UPDATE")) {
+                ps.setString(1, resource);
+                ps.executeQuery().close();
+            }
+            lease.lost().get(3, TimeUnit.SECONDS);
+            long seen = System.nanoTime();
+            assertTrue(seen - granted <= TimeUnit.MILLISECONDS.toNanos(1800), "lost after " + (seen - granted) / 1e6 + " ms");
+            assertThrows(LeaseLostException.class, lease::check);
+            blocker.rollback();
+        } finally {
+            lease.close();
+        }
+    }
+
+    @Test
     void lostBeforeCommitIsNotCommitted() throws Exception {
         FlakySource flaky = new FlakySource();
         Lease lease = Lease.acquire(flaky, resource, "java-g", Duration.ofMillis(600));
