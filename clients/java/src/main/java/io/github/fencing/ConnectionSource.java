@@ -43,7 +43,8 @@ public interface ConnectionSource {
 
     /**
      * Connections of a JDBC URL with properties (user, password, ...). Connections opened for a
-     * lease get {@code ApplicationName} and, unless given, a {@code connectTimeout}.
+     * lease get {@code ApplicationName} and, unless given, a {@code connectTimeout} and
+     * {@code loginTimeout} (whole seconds) bounded by the time the lease has left.
      */
     static ConnectionSource url(String url, Properties properties) {
         Properties base = new Properties();
@@ -59,9 +60,10 @@ public interface ConnectionSource {
                 Properties p = new Properties();
                 p.putAll(base);
                 p.setProperty("ApplicationName", applicationName);
-                if (timeout != null && !p.containsKey("connectTimeout")) {
-                    long seconds = Math.max(1, Math.min(Integer.MAX_VALUE, (timeout.toMillis() + 999) / 1000));
-                    p.setProperty("connectTimeout", Long.toString(seconds));
+                if (timeout != null) {
+                    String seconds = Long.toString(Math.max(1, Math.min(Integer.MAX_VALUE, (timeout.toMillis() + 999) / 1000)));
+                    p.putIfAbsent("connectTimeout", seconds);
+                    p.putIfAbsent("loginTimeout", seconds);
                 }
                 return DriverManager.getConnection(url, p);
             }
