@@ -236,3 +236,14 @@ def test_the_loss_comes_at_the_deadline_while_a_renewal_hangs(conn):
             blocker.rollback()
     finally:
         blocker.close()
+
+
+def test_fenced_commits_on_a_connection_without_autocommit(conn):
+    other = psycopg.connect("")
+    try:
+        with fencing.fenced(other, 7000) as cur:
+            cur.execute(f"UPDATE {TABLE} SET status = 'committed' WHERE id = 7")
+        assert other.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    finally:
+        other.close()
+    assert stored(conn, 7) == 7000
