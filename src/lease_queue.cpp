@@ -28,6 +28,7 @@ extern "C" {
 #include "access/xact.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -51,8 +52,9 @@ struct QueueRecord {
 };
 
 struct SharedQueue {
-	uint64 next_arrival; /* under the lock */
-	int records;         /* MaxBackends */
+	uint64 next_arrival;     /* under the lock */
+	pg_atomic_uint32 active; /* active records, changed under the lock: a try reads it without */
+	int records;             /* MaxBackends */
 	QueueRecord record[FLEXIBLE_ARRAY_MEMBER];
 };
 FENCING_PLAIN_DATA(SharedQueue);
@@ -98,6 +100,7 @@ void lease_queue_startup_shmem()
 	    static_cast<SharedQueue *>(ShmemInitStruct("fencing lease queue", queue_size(), &found));
 	if (!found) {
 		queue->next_arrival = 1;
+		pg_atomic_init_u32(&queue->active, 0);
 		queue->records = MaxBackends;
 		for (int i = 0; i < queue->records; i++)
 			queue->record[i] = QueueRecord{0, 0, false, false, false};
@@ -139,6 +142,7 @@ void clear_record(int slot)
 	QueueRecord *record = &queue->record[slot];
 	if (record->active) {
 		record->active = false;
+		pg_atomic_sub_fetch_u32(&queue->active, 1);
 		wake_first(record->resource);
 	}
 	LWLockRelease(queue_lock);
@@ -263,6 +267,9 @@ uint64 queue_key(const char *resource)
 
 bool anyone_queued(uint64 resource)
 {
+	/* Nobody waits anywhere, the common case: no lock, no scan. */
+	if (pg_atomic_read_u32(&queue->active) == 0)
+		return false;
 	int mine = my_proc_number();
 	bool found = false;
 	LWLockAcquire(queue_lock, LW_SHARED);
@@ -288,6 +295,8 @@ bool join_queue(uint64 resource, QueuePlace *place)
 	 */
 	release_held_place();
 	LWLockAcquire(queue_lock, LW_EXCLUSIVE);
+	if (!queue->record[slot].active)
+		pg_atomic_add_fetch_u32(&queue->active, 1);
 	queue->record[slot] = QueueRecord{resource, queue->next_arrival++, true, false, false};
 	LWLockRelease(queue_lock);
 	place->resource = resource;
