@@ -29,6 +29,7 @@ SELECT fencing.acquire('wait:1', 'bob', '10 s', '100 ms') IS NULL AS wait_shorte
 RESET lock_timeout;
 SET statement_timeout = '200ms';
 SELECT fencing.acquire('wait:1', 'bob', '10 s', '10 s');
+\echo :LAST_ERROR_SQLSTATE
 RESET statement_timeout;
 -- Caught in a PL/pgSQL block, the same: the wait's own subtransaction is
 -- gone, the block's handler ends the block's.
@@ -55,6 +56,10 @@ SELECT t.error_of($$SELECT fencing.acquire('wait:3', 'bob', '10 s', '1 s')$$);
 ROLLBACK;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT fencing.acquire('wait:3', 'bob', '10 s', '0 s') IS NOT NULL AS a_try_is_fine;
+ROLLBACK;
+-- A read-only transaction cannot be granted anything: refused before waiting.
+BEGIN READ ONLY;
+SELECT t.error_of($$SELECT fencing.acquire('wait:1', 'bob', '10 s', '10 s')$$);
 ROLLBACK;
 
 -- The holder of a live lease that asks for it again gets NULL at once, with

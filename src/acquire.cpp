@@ -158,7 +158,7 @@ void require_fresh_snapshots()
 long ms_until(TimestampTz now, TimestampTz then)
 {
 	int64 ms = (then - now + 999) / 1000;
-	return static_cast<long>(Max(Min(ms, int64{3600 * 1000}), int64{1}));
+	return static_cast<long>(Max(Min(ms, int64{3600000}), int64{1}));
 }
 
 /*
@@ -333,6 +333,9 @@ FENCING_FUNCTION(acquire)
 	}
 
 	require_fresh_snapshots();
+	/* Refused now (25006), not after a wait that could never end in a grant. */
+	PreventCommandIfReadOnly("fencing.acquire() with wait");
+	PreventCommandDuringRecovery("fencing.acquire() with wait");
 	if (refused_as_own(resource, holder))
 		PG_RETURN_NULL();
 	TimestampTz lock_deadline = LockTimeout > 0 ? start + int64{LockTimeout} * 1000 : 0;

@@ -16,6 +16,9 @@ extern "C" {
 #include "executor/executor.h"
 #include "storage/proc.h"
 #include "utils/wait_event.h"
+#if PG_VERSION_NUM >= 170000
+#include "storage/procnumber.h"
+#endif
 }
 
 /*

@@ -6,13 +6,17 @@
  * one tries to grant, so waiters are served first come, first served, and a
  * call without wait that finds any record of its resource gives way.
  *
- * Waiters sleep on one of a fixed array of condition variables, chosen by
- * the resource's hash.  A release() broadcasts on it when its transaction
- * commits, a waiter when it leaves the queue, and a waiter that was granted
- * when the transaction of its grant ends: until then its record stays first
- * in line, so that the next one does not take the uncommitted grant for a
- * free lease and wait for its row lock.  The first in line also sleeps until
- * the holder's expiry, as acquire() tells it (acquire.cpp).
+ * Only the first in line is woken: by the commit of a release() of its
+ * resource, and when the record before it goes - the waiter before it left
+ * (granted... or not) or the transaction of that waiter's grant ended: a
+ * granted waiter stays first in line until then, so that the next one does
+ * not take the uncommitted grant for a free lease and wait for its row lock.
+ * Waking one process per handoff, not all waiters of the resource, keeps the
+ * handoff fast with many waiters.  A wakeup sets the record's `woken` and
+ * then the process's latch: the flag is not lost when code between the
+ * waiter's look at the lease and its sleep (a lock wait) resets the latch.
+ * The first in line also sleeps until the holder's expiry, as acquire()
+ * tells it (acquire.cpp).
  *
  * A record is cleared on every way out: the grant's commit or abort, an
  * error (acquire.cpp's PG_CATCH), the backend's exit.
@@ -24,9 +28,11 @@ extern "C" {
 #include "access/xact.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
-#include "storage/condition_variable.h"
+#include "port/atomics.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 }
 
@@ -36,20 +42,19 @@ namespace fencing
 namespace
 {
 
-/* Condition variables shared by all resources: a wakeup goes to those of one of them. */
-constexpr int sleep_slots = 128;
-
 /* One backend's place: waiting, or granted and first in line until its transaction ends. */
 struct QueueRecord {
 	uint64 resource;
 	uint64 arrival;
 	bool active;
+	bool granted;
+	bool woken; /* set by a waker, cleared by the waiter before it looks */
 };
 
 struct SharedQueue {
-	uint64 next_arrival; /* under the lock */
-	int records;         /* MaxBackends */
-	ConditionVariable sleepers[sleep_slots];
+	uint64 next_arrival;     /* under the lock */
+	pg_atomic_uint32 active; /* active records, changed under the lock: a try reads it without */
+	int records;             /* MaxBackends */
 	QueueRecord record[FLEXIBLE_ARRAY_MEMBER];
 };
 FENCING_PLAIN_DATA(SharedQueue);
@@ -68,7 +73,7 @@ SubTransactionId held_in = InvalidSubTransactionId;
 constexpr int wakes_kept = 16;
 uint64 wakes[wakes_kept];
 int wake_count = 0;
-bool wake_every_slot = false; /* more than wakes_kept of them */
+bool wake_everyone = false; /* more than wakes_kept of them */
 
 bool exit_callback_registered = false;
 
@@ -78,18 +83,16 @@ Size queue_size()
 	                mul_size(sizeof(QueueRecord), static_cast<Size>(MaxBackends)));
 }
 
-void request_queue()
+} // namespace
+
+void lease_queue_request_shmem()
 {
-	if (previous_request != nullptr)
-		previous_request();
 	RequestAddinShmemSpace(queue_size());
 	RequestNamedLWLockTranche("fencing lease queue", 1);
 }
 
-void start_queue()
+void lease_queue_startup_shmem()
 {
-	if (previous_startup != nullptr)
-		previous_startup();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	queue_lock = &GetNamedLWLockTranche("fencing lease queue")[0].lock;
 	bool found;
@@ -97,31 +100,52 @@ void start_queue()
 	    static_cast<SharedQueue *>(ShmemInitStruct("fencing lease queue", queue_size(), &found));
 	if (!found) {
 		queue->next_arrival = 1;
+		pg_atomic_init_u32(&queue->active, 0);
 		queue->records = MaxBackends;
-		for (auto &sleeper : queue->sleepers)
-			ConditionVariableInit(&sleeper);
 		for (int i = 0; i < queue->records; i++)
-			queue->record[i] = QueueRecord{0, 0, false};
+			queue->record[i] = QueueRecord{0, 0, false, false, false};
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
 
-ConditionVariable *sleeper_of(uint64 resource)
+namespace
 {
-	return &queue->sleepers[resource % sleep_slots];
+
+/* Wakes a record's process; call with the lock held. */
+void wake(int slot)
+{
+	queue->record[slot].woken = true;
+	SetLatch(&GetPGProcByNumber(slot)->procLatch);
 }
 
-/* Clears a record and wakes those who wait behind it. */
+/*
+ * Wakes the first in line of `resource` if it waits (a granted one is woken
+ * by nothing: its transaction's end wakes the next); call with the lock held.
+ */
+void wake_first(uint64 resource)
+{
+	int first = -1;
+	for (int i = 0; i < queue->records; i++) {
+		const QueueRecord &r = queue->record[i];
+		if (r.active && r.resource == resource &&
+		    (first < 0 || r.arrival < queue->record[first].arrival))
+			first = i;
+	}
+	if (first >= 0 && !queue->record[first].granted)
+		wake(first);
+}
+
+/* Clears a record and wakes the one behind it. */
 void clear_record(int slot)
 {
 	LWLockAcquire(queue_lock, LW_EXCLUSIVE);
 	QueueRecord *record = &queue->record[slot];
-	bool was_active = record->active;
-	uint64 resource = record->resource;
-	record->active = false;
+	if (record->active) {
+		record->active = false;
+		pg_atomic_sub_fetch_u32(&queue->active, 1);
+		wake_first(record->resource);
+	}
 	LWLockRelease(queue_lock);
-	if (was_active)
-		ConditionVariableBroadcast(sleeper_of(resource));
 }
 
 void release_held_place()
@@ -145,34 +169,73 @@ void clear_on_exit(int, Datum)
 		clear_record(slot);
 }
 
-/*
- * At commit: wake the waiters of what this transaction released and let the
- * next waiter behind this transaction's grant try (it finds the lease held
- * and sleeps until its expiry).  At abort or PREPARE the grant's place goes
- * too (a prepared release wakes nobody: waiters see it at the holder's
- * expiry or their own deadline, docs/leases.md).
- */
+/* Wakes the first in line of each resource this transaction released. */
+void wake_released()
+{
+	if (wake_count == 0 && !wake_everyone)
+		return;
+	LWLockAcquire(queue_lock, LW_SHARED);
+	if (wake_everyone) {
+		for (int i = 0; i < queue->records; i++)
+			if (queue->record[i].active && !queue->record[i].granted)
+				wake(i);
+	} else
+		for (int i = 0; i < wake_count; i++)
+			wake_first(wakes[i]);
+	LWLockRelease(queue_lock);
+}
+
+/* The hooks and callbacks as install_lease_queue() installs them. */
+void request_queue()
+{
+	if (previous_request != nullptr)
+		previous_request();
+	lease_queue_request_shmem();
+}
+
+void start_queue()
+{
+	if (previous_startup != nullptr)
+		previous_startup();
+	lease_queue_startup_shmem();
+}
+
 void end_of_transaction(XactEvent event, void *)
+{
+	lease_queue_end_of_transaction(event);
+}
+
+void end_of_subtransaction(SubXactEvent event, SubTransactionId subid, SubTransactionId parent,
+                           void *)
+{
+	lease_queue_end_of_subtransaction(event, subid, parent);
+}
+
+} // namespace
+
+/*
+ * At commit: wake the first waiter of what this transaction released, and
+ * let the next waiter behind this transaction's grant look (it finds the
+ * lease held and sleeps until its expiry).  At abort or PREPARE the grant's
+ * place goes too (a prepared release wakes nobody: waiters see it at the
+ * holder's expiry or their own deadline, docs/leases.md).
+ */
+void lease_queue_end_of_transaction(XactEvent event)
 {
 	switch (event) {
 	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_PARALLEL_COMMIT:
 		release_held_place();
-		if (wake_every_slot) {
-			for (auto &sleeper : queue->sleepers)
-				ConditionVariableBroadcast(&sleeper);
-		} else
-			for (int i = 0; i < wake_count; i++)
-				ConditionVariableBroadcast(sleeper_of(wakes[i]));
+		wake_released();
 		wake_count = 0;
-		wake_every_slot = false;
+		wake_everyone = false;
 		break;
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PARALLEL_ABORT:
 	case XACT_EVENT_PREPARE:
 		release_held_place();
 		wake_count = 0;
-		wake_every_slot = false;
+		wake_everyone = false;
 		break;
 	default:
 		break;
@@ -180,8 +243,8 @@ void end_of_transaction(XactEvent event, void *)
 }
 
 /* The subtransaction of a grant rolled back: the lease is free again, the place goes. */
-void end_of_subtransaction(SubXactEvent event, SubTransactionId subid, SubTransactionId parent,
-                           void *)
+void lease_queue_end_of_subtransaction(SubXactEvent event, SubTransactionId subid,
+                                       SubTransactionId parent)
 {
 	if (held_slot < 0 || subid != held_in)
 		return;
@@ -190,8 +253,6 @@ void end_of_subtransaction(SubXactEvent event, SubTransactionId subid, SubTransa
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 		held_in = parent;
 }
-
-} // namespace
 
 bool queue_available()
 {
@@ -206,6 +267,9 @@ uint64 queue_key(const char *resource)
 
 bool anyone_queued(uint64 resource)
 {
+	/* Nobody waits anywhere, the common case: no lock, no scan. */
+	if (pg_atomic_read_u32(&queue->active) == 0)
+		return false;
 	int mine = my_proc_number();
 	bool found = false;
 	LWLockAcquire(queue_lock, LW_SHARED);
@@ -231,7 +295,9 @@ bool join_queue(uint64 resource, QueuePlace *place)
 	 */
 	release_held_place();
 	LWLockAcquire(queue_lock, LW_EXCLUSIVE);
-	queue->record[slot] = QueueRecord{resource, queue->next_arrival++, true};
+	if (!queue->record[slot].active)
+		pg_atomic_add_fetch_u32(&queue->active, 1);
+	queue->record[slot] = QueueRecord{resource, queue->next_arrival++, true, false, false};
 	LWLockRelease(queue_lock);
 	place->resource = resource;
 	place->slot = slot;
@@ -253,23 +319,34 @@ bool first_in_queue(const QueuePlace *place)
 
 void prepare_queue_sleep(const QueuePlace *place)
 {
-	ConditionVariablePrepareToSleep(sleeper_of(place->resource));
+	/* Wakeups before this moment are seen by the look that follows. */
+	LWLockAcquire(queue_lock, LW_EXCLUSIVE);
+	queue->record[place->slot].woken = false;
+	LWLockRelease(queue_lock);
 }
 
 void queue_sleep(const QueuePlace *place, long timeout_ms)
 {
-	(void)ConditionVariableTimedSleep(sleeper_of(place->resource), timeout_ms, lease_wait_event());
+	LWLockAcquire(queue_lock, LW_SHARED);
+	bool woken = queue->record[place->slot].woken;
+	LWLockRelease(queue_lock);
+	if (!woken)
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms,
+		                lease_wait_event());
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
 }
 
 void leave_queue(QueuePlace *place)
 {
-	ConditionVariableCancelSleep();
 	clear_record(place->slot);
 }
 
 void hold_place_until_commit(QueuePlace *place)
 {
-	ConditionVariableCancelSleep();
+	LWLockAcquire(queue_lock, LW_EXCLUSIVE);
+	queue->record[place->slot].granted = true;
+	LWLockRelease(queue_lock);
 	held_slot = place->slot;
 	held_in = GetCurrentSubTransactionId();
 }
@@ -280,12 +357,12 @@ void wake_queue_at_commit(const char *resource)
 		return;
 	uint64 key = queue_key(resource);
 	for (int i = 0; i < wake_count; i++)
-		if (wakes[i] % sleep_slots == key % sleep_slots)
+		if (wakes[i] == key)
 			return;
 	if (wake_count < wakes_kept)
 		wakes[wake_count++] = key;
 	else
-		wake_every_slot = true;
+		wake_everyone = true;
 }
 
 void install_lease_queue()

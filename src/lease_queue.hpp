@@ -8,6 +8,10 @@
 
 #include "boundary.hpp"
 
+extern "C" {
+#include "access/xact.h"
+}
+
 namespace fencing
 {
 
@@ -34,19 +38,19 @@ bool join_queue(uint64 resource, QueuePlace *place);
 bool first_in_queue(const QueuePlace *place);
 
 /*
- * Prepares to sleep on the place's condition variable: call before checking
- * what the sleep waits for, so that no wakeup between the check and the
- * sleep is lost.
+ * Forgets earlier wakeups: call before looking at what the sleep waits for;
+ * a wakeup after this moment ends the next queue_sleep() at once.
  */
 void prepare_queue_sleep(const QueuePlace *place);
 
 /*
- * Sleeps until woken or `timeout_ms` passed (interrupts are served: a cancel
- * or statement_timeout raises 57014 from here).
+ * Sleeps until woken (first in line, and the lease may have been freed) or
+ * `timeout_ms` passed; interrupts are served: a cancel or statement_timeout
+ * raises 57014 from here.
  */
 void queue_sleep(const QueuePlace *place, long timeout_ms);
 
-/* Leaves the queue (also on error) and wakes the next in line. */
+/* Leaves the queue (also on error) and wakes the one behind, if it is now first. */
 void leave_queue(QueuePlace *place);
 
 /*
@@ -59,7 +63,18 @@ void hold_place_until_commit(QueuePlace *place);
 /* The current transaction freed `resource`: wake its waiters when it commits. */
 void wake_queue_at_commit(const char *resource);
 
-/* Requests the shared memory (when preloaded) and installs the callbacks; from _PG_init. */
+/*
+ * The queue's part of the shmem_request and shmem_startup hooks and of the
+ * transaction callbacks (preloaded only): plain functions, for one place
+ * that installs every hook to call.
+ */
+void lease_queue_request_shmem();
+void lease_queue_startup_shmem();
+void lease_queue_end_of_transaction(XactEvent event);
+void lease_queue_end_of_subtransaction(SubXactEvent event, SubTransactionId subid,
+                                       SubTransactionId parent);
+
+/* Installs the hooks and callbacks above when preloaded; from _PG_init. */
 void install_lease_queue();
 
 } // namespace fencing

@@ -2,6 +2,7 @@
 connection: shared by the threaded client and fencing.aio."""
 
 import math
+import re
 
 from psycopg import conninfo as _conninfo
 
@@ -16,25 +17,62 @@ RENEW_ALL = ("SELECT resource, token, renewed FROM "
 RELEASE = "SELECT fencing.release(%s, %s, %s)"
 SET_TOKEN = "SELECT set_config('fencing.token', %s, true)"
 
-# 42883: the server's extension predates acquire(..., wait) or renew_all().
-UNDEFINED_FUNCTION = "42883"
-# The NOTICE of acquire() to a holder that asks for its own live lease
-# names its token; any NOTICE of class other than 00 during a NULL grant
-# is read that way.
+# The NOTICE of acquire() to a holder that asks for its own live lease:
+# 'holder "h" already holds the lease on resource "r" with token N'.
+OWN_LEASE_NOTICE = "01T01"
+_NOTICE_TOKEN = re.compile(r"with token (\d+)$")
+# How often acquire(..., wait) is tried on an extension older than 0.4.0.
 POLL_INTERVAL = 0.05
+
+
+class OwnLeaseNotices:
+    """Collects the 01T01 NOTICE of one acquire() call on a connection
+    (`with OwnLeaseNotices(conn) as notices:`); `token` is the token it names."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.token = None
+
+    def _handle(self, diagnostic) -> None:
+        if diagnostic.sqlstate == OWN_LEASE_NOTICE:
+            match = _NOTICE_TOKEN.search(diagnostic.message_primary or "")
+            self.token = int(match.group(1)) if match else 0
+
+    def __enter__(self) -> "OwnLeaseNotices":
+        self.conn.add_notice_handler(self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.conn.remove_notice_handler(self._handle)
 
 
 def application_name(holder: str) -> str:
     return f"fencing keepalive {holder}"
 
 
-def keepalive_options(conninfo: str, holder: str, seconds_left: float) -> dict:
-    """Keyword arguments for connect(): autocommit, the keepalive's name, and
-    a connect timeout within what is left of the lease unless the caller set one."""
-    options = {"autocommit": True, "application_name": application_name(holder)}
-    if "connect_timeout" not in _conninfo.conninfo_to_dict(conninfo):
-        # libpq rounds below 2 s up to 2 s
-        options["connect_timeout"] = max(2, math.ceil(seconds_left))
+def keepalive_options(conninfo: str, holder: str, leases) -> dict:
+    """Keyword arguments for connect() of the keepalive of `leases` (each with
+    `ttl`, `deadline`, `remaining()`): autocommit, the keepalive's name and,
+    unless the caller's conninfo sets them, a connect timeout within what is
+    left of the leases and TCP timeouts of about a third of the shortest ttl,
+    so that a connection the network dropped fails (and is replaced) well
+    before the deadline instead of hanging until it (ignored on Unix sockets)."""
+    given = _conninfo.conninfo_to_dict(conninfo)
+    leases = list(leases)
+    ttl = min((lease.ttl for lease in leases), default=10)
+    left = min((lease.remaining() if lease.deadline is not None else lease.ttl for lease in leases),
+               default=ttl)
+    third = max(1, math.ceil(ttl / 3))
+    defaults = {
+        "connect_timeout": max(2, math.ceil(left)),    # libpq takes 2 s at least
+        "tcp_user_timeout": third * 1000,
+        "keepalives": 1,
+        "keepalives_idle": third,
+        "keepalives_interval": 1,
+        "keepalives_count": 2,
+    }
+    options = {name: value for name, value in defaults.items() if name not in given}
+    options.update(autocommit=True, application_name=application_name(holder))
     return options
 
 

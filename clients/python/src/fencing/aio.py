@@ -35,21 +35,25 @@ async def _one(conn: psycopg.AsyncConnection, sql: str, params) -> object:
 
 async def acquire_token(conn: psycopg.AsyncConnection, resource: str, holder: str, ttl: float,
                         wait: Optional[float]) -> int:
-    """One grant on `conn` (autocommit): the token, or LeaseTimeout or LeaseAlreadyHeld."""
-    if wait:
-        try:
-            token = await _one(conn, _sql.ACQUIRE_WAIT, (resource, holder, ttl, wait))
-        except psycopg.errors.UndefinedFunction:    # an extension without acquire(..., wait)
-            until = time.monotonic() + wait
-            while True:
-                token = await _one(conn, _sql.ACQUIRE, (resource, holder, ttl))
-                if token is not None or time.monotonic() >= until:
-                    break
-                await _raise_if_own(conn, resource, holder)
-                await asyncio.sleep(min(_sql.POLL_INTERVAL, max(0.0, until - time.monotonic())))
-    else:
-        token = await _one(conn, _sql.ACQUIRE, (resource, holder, ttl))
+    """One grant on `conn` (autocommit): the token, or LeaseTimeout or
+    LeaseAlreadyHeld (as fencing.lease.acquire_token)."""
+    with _sql.OwnLeaseNotices(conn) as notices:
+        if wait:
+            try:
+                token = await _one(conn, _sql.ACQUIRE_WAIT, (resource, holder, ttl, wait))
+            except psycopg.errors.UndefinedFunction:    # an extension without acquire(..., wait)
+                until = time.monotonic() + wait
+                while True:
+                    token = await _one(conn, _sql.ACQUIRE, (resource, holder, ttl))
+                    if token is not None or time.monotonic() >= until:
+                        break
+                    await _raise_if_own(conn, resource, holder)
+                    await asyncio.sleep(min(_sql.POLL_INTERVAL, max(0.0, until - time.monotonic())))
+        else:
+            token = await _one(conn, _sql.ACQUIRE, (resource, holder, ttl))
     if token is None:
+        if notices.token is not None:
+            raise already_held(resource, holder, notices.token)
         await _raise_if_own(conn, resource, holder)
         raise not_granted(resource, wait)
     return token
@@ -149,9 +153,8 @@ class Lease(LeaseBase):
     async def _connection(self) -> psycopg.AsyncConnection:
         if self._conn is None or self._conn.closed or self._conn.broken:
             await _close_quietly(self._conn)
-            remaining = self._state.remaining() if self._state.deadline else self.ttl
             self._conn = await psycopg.AsyncConnection.connect(
-                self.conninfo, **_sql.keepalive_options(self.conninfo, self.holder, remaining))
+                self.conninfo, **_sql.keepalive_options(self.conninfo, self.holder, [self]))
         return self._conn
 
     async def _keepalive(self) -> None:
@@ -294,9 +297,8 @@ class Session:
     async def _connection(self) -> psycopg.AsyncConnection:
         if self._conn is None or self._conn.closed or self._conn.broken:
             await self._drop_connection()
-            left = [lease.remaining() for lease in self._leases.values()]
             self._conn = await psycopg.AsyncConnection.connect(
-                self.conninfo, **_sql.keepalive_options(self.conninfo, self.holder, min(left) if left else 10))
+                self.conninfo, **_sql.keepalive_options(self.conninfo, self.holder, self._leases.values()))
         return self._conn
 
     async def _drop_connection(self) -> None:

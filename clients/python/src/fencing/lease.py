@@ -19,15 +19,19 @@ log = logging.getLogger("fencing")
 def acquire_token(conn: psycopg.Connection, resource: str, holder: str, ttl: float,
                   wait: Optional[float]) -> int:
     """One grant on `conn` (autocommit): the token, or LeaseTimeout or
-    LeaseAlreadyHeld."""
-    if wait:
-        try:
-            token = conn.execute(_sql.ACQUIRE_WAIT, (resource, holder, ttl, wait)).fetchone()[0]
-        except psycopg.errors.UndefinedFunction:
-            token = _poll(conn, resource, holder, ttl, time.monotonic() + wait)
-    else:
-        token = conn.execute(_sql.ACQUIRE, (resource, holder, ttl)).fetchone()[0]
+    LeaseAlreadyHeld (the server's NOTICE 01T01; a query of fencing.leases
+    on an extension older than 0.4.0, which sends none)."""
+    with _sql.OwnLeaseNotices(conn) as notices:
+        if wait:
+            try:
+                token = conn.execute(_sql.ACQUIRE_WAIT, (resource, holder, ttl, wait)).fetchone()[0]
+            except psycopg.errors.UndefinedFunction:
+                token = _poll(conn, resource, holder, ttl, time.monotonic() + wait)
+        else:
+            token = conn.execute(_sql.ACQUIRE, (resource, holder, ttl)).fetchone()[0]
     if token is None:
+        if notices.token is not None:
+            raise already_held(resource, holder, notices.token)
         _raise_not_granted(conn, resource, holder, wait)
     return token
 
@@ -200,9 +204,8 @@ class Lease(LeaseBase):
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed or self._conn.broken:
             _close_quietly(self._conn)
-            remaining = self._state.remaining() if self._state.deadline else self.ttl
             self._conn = psycopg.connect(self.conninfo, **_sql.keepalive_options(
-                self.conninfo, self.holder, remaining))
+                self.conninfo, self.holder, [self]))
         return self._conn
 
     def _cancel_call(self) -> None:
@@ -353,9 +356,8 @@ class Session:
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._drop_connection()
-            ttls = [lease.remaining() for lease in self._leases.values()]
             self._conn = psycopg.connect(self.conninfo, **_sql.keepalive_options(
-                self.conninfo, self.holder, min(ttls) if ttls else 10))
+                self.conninfo, self.holder, self._leases.values()))
         return self._conn
 
     def _drop_connection(self) -> None:
