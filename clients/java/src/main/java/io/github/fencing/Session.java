@@ -460,8 +460,12 @@ public final class Session implements AutoCloseable {
             return;
         }
         Connection c = connection(Duration.ofNanos(earliest));
-        // A call that cannot answer before the deadline is of no use: bound it by the time left.
-        int timeout = (int) Math.max(100, Math.min(Integer.MAX_VALUE, TimeUnit.NANOSECONDS.toMillis(earliest - (System.nanoTime() - now))));
+        // A call that cannot answer before the deadline is of no use: bound it by the time left,
+        // and by a third of the TTL, so that a connection dropped without a word (a partition)
+        // is given up in time for a retry on a new one before the deadline.
+        long left = TimeUnit.NANOSECONDS.toMillis(earliest - (System.nanoTime() - now));
+        long third = Math.max(250, TimeUnit.NANOSECONDS.toMillis(live.get(0).ttlNanos / 3));
+        int timeout = (int) Math.max(100, Math.min(Integer.MAX_VALUE, Math.min(left, third)));
         c.setNetworkTimeout(DIRECT, timeout);
         if (live.size() > 1 && !renewAllMissing) {
             long start = System.nanoTime();
