@@ -210,3 +210,40 @@ def test_split_brain_example(conn):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "fenced write: LeaseLost, nothing sent" in result.stdout
     assert "rejected" in result.stdout and "dead letters: 1" in result.stdout
+
+
+def test_a_refused_renewal_is_a_loss(conn):
+    resource = name("order")
+    with fencing.Lease("", resource, holder="worker-r", ttl=1.5) as lease:
+        # another session ends the lease behind the holder's back
+        assert conn.execute("SELECT fencing.release(%s, 'worker-r', %s)", (resource, lease.token)).fetchone()[0]
+        assert lease.lost.wait(1.5)
+        assert "refused" in lease._state.reason
+        with pytest.raises(fencing.LeaseLost):
+            lease.check()
+
+
+def test_the_loss_comes_at_the_deadline_while_a_renewal_hangs(conn):
+    resource = name("order")
+    blocker = psycopg.connect("")
+    try:
+        with fencing.Lease("", resource, holder="worker-h", ttl=1.5) as lease:
+            # the lease's row locked: the next renewal waits for the lock
+            blocker.execute("SELECT 1 FROM fencing.resources WHERE resource = %s FOR UPDATE", (resource,))
+            assert lease.lost.wait(3)
+            late = time.monotonic() - lease.deadline
+            assert 0 <= late < 0.5, f"signalled {late:.2f} s after the deadline"
+            blocker.rollback()
+    finally:
+        blocker.close()
+
+
+def test_fenced_commits_on_a_connection_without_autocommit(conn):
+    other = psycopg.connect("")
+    try:
+        with fencing.fenced(other, 7000) as cur:
+            cur.execute(f"UPDATE {TABLE} SET status = 'committed' WHERE id = 7")
+        assert other.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    finally:
+        other.close()
+    assert stored(conn, 7) == 7000
