@@ -3,33 +3,10 @@
 EXTENSION = fencing
 EXTVERSION = 0.4.0
 MODULE_big = fencing
-OBJS = \
-	src/layout.o \
-	src/rights.o \
-	src/registry.o \
-	src/ddl.o \
-	src/compact.o \
-	src/citus.o \
-	src/settings.o \
-	src/late_load.o \
-	src/merge.o \
-	src/stats.o \
-	src/token.o \
-	src/errors.o \
-	src/table.o \
-	src/keys.o \
-	src/marks.o \
-	src/protect.o \
-	src/guard.o \
-	src/plan_cache.o \
-	src/fenced_update.o \
-	src/spi.o \
-	src/arguments.o \
-	src/tokens.o \
-	src/resources.o \
-	src/leases.o \
-	src/fence.o \
-	src/upgrade.o
+# Every source of src/, one folder per layer (src/LAYERS; test/lint/includes
+# checks that includes run down the layers only).
+SOURCES = $(sort $(wildcard src/*/*.cpp))
+OBJS = $(SOURCES:.cpp=.o)
 
 # Every released version's full script (CREATE EXTENSION fencing VERSION '0.1.0'
 # works with the current library, which serves every release's objects until
@@ -65,8 +42,8 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 includedir_server := $(shell $(PG_CONFIG) --includedir-server)
 
 # PostgreSQL headers are system headers to us; our own code is held to -Wall -Wextra.
-PG_CPPFLAGS = -isystem $(includedir_server)
-PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-register
+PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server)
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-register -MMD -MP
 ifeq ($(WERROR),1)
 PG_CXXFLAGS += -Werror
 endif
@@ -89,9 +66,9 @@ sql/fencing--$(EXTVERSION).sql: $(SQL_SOURCES)
 $(UPGRADES:%=sql/fencing--%.sql): sql/fencing--%.sql: sql/upgrade/%.sql $(SQL_SOURCES)
 	$(SQL_ASSEMBLE) $< >$@ || { rm -f $@; exit 1; }
 
-# PGXS tracks no header dependencies: every object depends on every header
-# (a struct that grows must not leave stale objects behind).
-$(OBJS): $(wildcard src/*.hpp)
+# Header dependencies, written by the compiler (-MMD -MP) beside each object.
+EXTRA_CLEAN = $(OBJS:.o=.d)
+-include $(OBJS:.o=.d)
 
 # Side-by-side benchmarks on a throwaway cluster (see test/bench/run --help).
 .PHONY: bench
@@ -126,7 +103,7 @@ tidy:
 
 # clang-format (.clang-format) over every C++ file: `make format` applies it,
 # `make format-check` (run by test/check) fails on any difference.
-FORMAT_FILES = $(wildcard src/*.cpp src/*.hpp test/*/*.cpp test/*/*.hpp)
+FORMAT_FILES = $(wildcard src/*/*.cpp src/*/*.hpp test/*/*.cpp test/*/*.hpp)
 .PHONY: format format-check
 format:
 	clang-format -i $(FORMAT_FILES)

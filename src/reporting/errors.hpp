@@ -1,0 +1,71 @@
+/*
+ * The extension's own SQLSTATEs and the errors that carry them.  Both are in
+ * class 23 (integrity constraint violation), so that drivers raise them as
+ * the exception a refused write is expected to be (psycopg IntegrityError,
+ * JDBC SQLIntegrityConstraintViolationException, ...).
+ */
+#pragma once
+
+#include "base/token_compare.hpp"
+
+extern "C" {
+#include "utils/rel.h"
+}
+
+/* 23T01: the presented token is older than the stored one (or equal, in strict mode). */
+#define ERRCODE_FENCING_STALE_TOKEN MAKE_SQLSTATE('2', '3', 'T', '0', '1')
+/* 23T02: a write to a protected table carries no token. */
+#define ERRCODE_FENCING_MISSING_TOKEN MAKE_SQLSTATE('2', '3', 'T', '0', '2')
+
+/*
+ * The constraint names that 23T01 and 23T02 carry (PG_DIAG_CONSTRAINT_NAME),
+ * with the table and the token column: a driver tells a stale write from an
+ * unfenced one by the name, as it tells one unique constraint from another.
+ * They name no catalog object: the rule is the guard's, not a constraint's.
+ */
+#define FENCING_STALE_CONSTRAINT "fencing_stale_token"
+#define FENCING_MISSING_CONSTRAINT "fencing_missing_token"
+
+namespace fencing
+{
+
+/* A stored token the caller may not learn (row-level security hides the key). */
+constexpr int64 hidden_token = -1;
+
+/* The key description of a statement that writes every row (TRUNCATE). */
+extern const char *const all_rows;
+
+/*
+ * Raises 23T01 for a write to `rel` (token column `token_attnum`, key
+ * described by `key`, NULL when the caller may not see it) that presented
+ * `presented` against `stored` (hidden_token when the caller may not learn it).
+ */
+[[noreturn]] void report_stale(Relation rel, AttrNumber token_attnum, const char *key, Mode mode,
+                               int64 presented, int64 stored);
+
+/* Raises 23T01 for fence() on `resource`. */
+[[noreturn]] void report_stale_resource(const char *resource, int64 presented, int64 stored);
+
+/*
+ * Raises 23T02 for an `operation` ("UPDATE", ...) on `rel` (token column
+ * `token_attnum`) that carries no token.
+ */
+[[noreturn]] void report_missing(Relation rel, AttrNumber token_attnum, const char *key,
+                                 const char *operation, int64 stored);
+
+/*
+ * Raises 22023 for an UPDATE of `rel` (key described by `key`) that assigns
+ * `assigned` to the token column `column` while fencing.token is
+ * `transaction`, and the row's stored token is `stored` (hidden_token when
+ * the caller may not learn it): two tokens in one write.
+ */
+[[noreturn]] void report_two_tokens(Relation rel, const char *key, const char *column,
+                                    int64 assigned, int64 transaction, int64 stored);
+
+/* "schema.table" for messages (a Citus shard's is its distributed table's). */
+char *relation_display_name(Relation rel);
+
+/* "table" for messages (a Citus shard's is its distributed table's). */
+const char *relation_name(Relation rel);
+
+} // namespace fencing
