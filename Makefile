@@ -42,7 +42,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 includedir_server := $(shell $(PG_CONFIG) --includedir-server)
 
 # PostgreSQL headers are system headers to us; our own code is held to -Wall -Wextra.
-PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server)
+PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server) -DFENCING_VERSION=\"$(EXTVERSION)\"
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-register -MMD -MP
 ifeq ($(WERROR),1)
 PG_CXXFLAGS += -Werror

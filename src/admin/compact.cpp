@@ -11,7 +11,7 @@
 #include "state/marks.hpp"
 #include "state/registry.hpp"
 #include "base/spi.hpp"
-#include "catalog/table.hpp"
+#include "state/table_settings.hpp"
 #include "base/token_compare.hpp"
 #include "state/token_issue.hpp"
 

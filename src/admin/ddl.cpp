@@ -10,11 +10,12 @@
  */
 #include "citus/citus.hpp"
 #include "admin/ddl.hpp"
+#include "admin/catalog_checks.hpp"
 #include "reporting/errors.hpp"
 #include "state/registry.hpp"
 #include "base/rights.hpp"
 #include "base/spi.hpp"
-#include "catalog/table.hpp"
+#include "catalog/relation.hpp"
 #include "base/compat.hpp"
 
 extern "C" {
@@ -828,7 +829,6 @@ struct DroppedPartition {
 };
 FENCING_PLAIN_DATA(DroppedPartition);
 List *dropped_partitions = NIL; /* of DroppedPartition * */
-object_access_hook_type previous_object_access = nullptr;
 
 /*
  * Whether the object access hook may have missed part of the running
@@ -838,11 +838,8 @@ object_access_hook_type previous_object_access = nullptr;
  */
 TimestampTz loaded_in_statement = 0; /* its start; 0: preloaded, or watched since */
 
-void note_dropped_partition(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id,
-                            void *arg)
+void note_dropped_partition(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id)
 {
-	if (previous_object_access != nullptr)
-		previous_object_access(access, class_id, object_id, sub_id, arg);
 	if (access != OAT_DROP || class_id != RelationRelationId || sub_id != 0 ||
 	    !get_rel_relispartition(object_id))
 		return;
@@ -870,7 +867,7 @@ bool any_protected_table()
 	return any;
 }
 
-void forget_dropped_partitions(XactEvent event, void *)
+void forget_dropped_partitions(XactEvent event)
 {
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 	    event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
@@ -883,17 +880,21 @@ void forget_dropped_partitions(XactEvent event, void *)
 namespace fencing
 {
 
-void install_drop_check()
+void ddl_module_loaded()
 {
-	previous_object_access = object_access_hook;
-	object_access_hook = [](ObjectAccessType access, Oid class_id, Oid object_id, int sub_id,
-	                        void *arg) {
-		guarded("object access hook",
-		        [&]() { note_dropped_partition(access, class_id, object_id, sub_id, arg); });
-	};
-	RegisterXactCallback(forget_dropped_partitions, nullptr);
 	if (!process_shared_preload_libraries_in_progress)
 		loaded_in_statement = GetCurrentStatementStartTimestamp();
+}
+
+void ddl_object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id)
+{
+	guarded("object access hook",
+	        [&]() { note_dropped_partition(access, class_id, object_id, sub_id); });
+}
+
+void ddl_end_of_transaction(XactEvent event)
+{
+	forget_dropped_partitions(event);
 }
 
 } // namespace fencing

@@ -170,3 +170,14 @@ inline LocalTransactionId local_transaction_id()
 }
 
 } // namespace fencing
+
+/*
+ * The module's magic block (entry/module.cpp): from 18 on with the module's
+ * name and version, which pg_get_loaded_modules() shows.  FENCING_VERSION
+ * comes from the Makefile (EXTVERSION).
+ */
+#if PG_VERSION_NUM >= 180000
+#define FENCING_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "fencing", .version = FENCING_VERSION)
+#else
+#define FENCING_MODULE_MAGIC PG_MODULE_MAGIC
+#endif

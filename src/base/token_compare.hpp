@@ -12,6 +12,9 @@ extern "C" {
 namespace fencing
 {
 
+/* A stored token the caller may not learn (row-level security hides the key). */
+constexpr int64 hidden_token = -1;
+
 /*
  * Arithmetic on tokens, the only arithmetic on them: it saturates at the
  * ends of bigint instead of overflowing, so that no value a writer can store

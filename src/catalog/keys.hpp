@@ -8,7 +8,7 @@
  */
 #pragma once
 
-#include "catalog/table.hpp"
+#include "catalog/relation.hpp"
 
 namespace fencing
 {

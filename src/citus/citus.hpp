@@ -19,6 +19,7 @@
  */
 #pragma once
 
+#include "catalog/citus_names.hpp"
 #include "catalog/keys.hpp"
 
 extern "C" {
@@ -27,12 +28,6 @@ extern "C" {
 
 namespace fencing
 {
-
-/* Is Citus loaded in this backend? */
-bool citus_loaded();
-
-/* Is `relid` a Citus distributed (or reference) table's shell, here? */
-bool citus_is_distributed(Oid relid);
 
 /* Where a shard's marks live: its co-located marks shard and the local floors shard. */
 struct CitusShard {
@@ -46,23 +41,6 @@ FENCING_PLAIN_DATA(CitusShard);
 
 /* The placement of `shard` (a shard of a table protected with marks id `id`); errors if none. */
 CitusShard citus_shard(Relation shard, int64 id);
-
-/*
- * The Citus table `rel` is a shard of, as "schema.table" and "table", and
- * whether it is distributed by hash (if `hash_distributed` is not NULL);
- * false if `rel` is not a shard (or Citus is not loaded).
- */
-bool citus_logical_name(Relation rel, const char **qualified, const char **name,
-                        bool *hash_distributed);
-
-/*
- * The table `rel` is named as a Citus shard of, from the names alone: `rel`
- * is "table_<shard id>" and `trigger` one of the guard's triggers with the
- * same suffix, as Citus names a shard's copies.  For messages only, when the
- * shard's metadata is not visible (see fence_of_unprotected()).
- */
-bool citus_shard_named(Relation rel, const Trigger *trigger, const char **qualified,
-                       const char **name);
 
 /* Records a deleted key's mark in the shard's marks shard; never lowers it. */
 void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash &key, int64 token);
@@ -83,26 +61,9 @@ void citus_raise_floor(int64 id, int64 token);
 int64 citus_remove_marks(int64 id, int64 below);
 
 /*
- * Is `call` (a function call's expression, flinfo->fn_expr) the whole of
- * the top-level statement that runs, SELECT f(...) outside a transaction
- * block, with nothing written on this node yet?  Then a single-shard write
- * it makes may commit on its worker in the same round trip, as the write of
- * a plain single-shard UPDATE statement does.
+ * Is schema fencing_citus, with its table floors, the one the extension
+ * made (owned by the extension owner)?
  */
-bool citus_call_is_statement(const Node *call);
-
-/*
- * From here to citus_commit_alone_end(): Citus sends a single-shard write
- * without BEGIN and COMMIT (citus.function_opens_transaction_block = off,
- * at a GUC nest level of its own) unless a transaction block, DO, procedure
- * or coordinated transaction needs them.  Only where
- * citus_call_is_statement().  An error restores the setting with the
- * transaction's abort.
- */
-int citus_commit_alone();
-void citus_commit_alone_end(int nest);
-
-/* Installs the hooks that hand fencing.token to the workers (from _PG_init). */
-void install_citus_support();
+bool citus_own_schema();
 
 } // namespace fencing

@@ -4,13 +4,14 @@
  * token accepts `token`, run with the caller's rights through cached plans.
  */
 #include "citus/citus.hpp"
+#include "citus/token_relay.hpp"
 #include "reporting/errors.hpp"
 #include "guard/fenced_write.hpp"
 #include "catalog/keys.hpp"
 #include "state/marks.hpp"
 #include "guard/plan_cache.hpp"
 #include "reporting/stats.hpp"
-#include "catalog/table.hpp"
+#include "state/table_settings.hpp"
 
 extern "C" {
 #include "access/genam.h"

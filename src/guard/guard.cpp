@@ -25,7 +25,7 @@
 #include "state/registry.hpp"
 #include "state/token_setting.hpp"
 #include "reporting/stats.hpp"
-#include "catalog/table.hpp"
+#include "state/table_settings.hpp"
 
 extern "C" {
 #include "access/genam.h"

@@ -11,13 +11,14 @@
  * from "assigned nothing" - the same only when fencing.token is set, where
  * a write-back of the stored token is no token - so such a MERGE is refused
  * before it runs, whatever fencing.token holds.  The
- * check runs when a statement starts and again when it finishes: the guard
- * loads this module on its first row, so a MERGE may have started before the
- * hooks were in place, and its error at finish undoes it all the same.
+ * check runs when a statement starts and again when it finishes (entry/module.cpp
+ * calls it from both hooks): the guard loads this module on its first row, so
+ * a MERGE may have started before the hooks were in place, and its error at
+ * finish undoes it all the same.
  */
 #include "guard/merge_check.hpp"
 #include "base/compat.hpp"
-#include "catalog/table.hpp"
+#include "state/table_settings.hpp"
 
 extern "C" {
 #include "access/relation.h"
@@ -29,9 +30,6 @@ extern "C" {
 
 namespace
 {
-
-ExecutorStart_hook_type previous_start = nullptr;
-ExecutorFinish_hook_type previous_finish = nullptr;
 
 /* Refuses a MERGE whose UPDATE actions disagree about a protected table's token column. */
 void check_merge(const QueryDesc *query)
@@ -75,35 +73,14 @@ void check_merge(const QueryDesc *query)
 	}
 }
 
-void on_start(QueryDesc *query, int eflags)
-{
-	fencing::guarded("MERGE check", [query]() { check_merge(query); });
-	if (previous_start != nullptr)
-		previous_start(query, eflags);
-	else
-		standard_ExecutorStart(query, eflags);
-}
-
-void on_finish(QueryDesc *query)
-{
-	fencing::guarded("MERGE check", [query]() { check_merge(query); });
-	if (previous_finish != nullptr)
-		previous_finish(query);
-	else
-		standard_ExecutorFinish(query);
-}
-
 } // namespace
 
 namespace fencing
 {
 
-void install_merge_check()
+void merge_check(const QueryDesc *query)
 {
-	previous_start = ExecutorStart_hook;
-	ExecutorStart_hook = on_start;
-	previous_finish = ExecutorFinish_hook;
-	ExecutorFinish_hook = on_finish;
+	guarded("MERGE check", [query]() { check_merge(query); });
 }
 
 } // namespace fencing

@@ -5,10 +5,17 @@
 
 #include "base/boundary.hpp"
 
+extern "C" {
+#include "executor/execdesc.h"
+}
+
 namespace fencing
 {
 
-/* Installs the ExecutorStart and ExecutorFinish hooks (from _PG_init). */
-void install_merge_check();
+/*
+ * Refuses a MERGE whose UPDATE actions disagree about a protected table's
+ * token column (0A000); from ExecutorStart and ExecutorFinish.
+ */
+void merge_check(const QueryDesc *query);
 
 } // namespace fencing

@@ -11,6 +11,7 @@
 #include "catalog/keys.hpp"
 #include "base/compat.hpp"
 #include "base/rights.hpp"
+#include "catalog/relation.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -18,7 +19,6 @@ extern "C" {
 #include "catalog/pg_trigger.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
-#include "catalog/table.hpp"
 #include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"

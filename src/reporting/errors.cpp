@@ -2,7 +2,6 @@
  * 23T01 and 23T02, worded once for the guard trigger, fenced_update() and fence().
  */
 #include "reporting/errors.hpp"
-#include "citus/citus.hpp"
 #include "state/token_setting.hpp"
 #include "reporting/stats.hpp"
 
@@ -22,23 +21,6 @@ static const char *detail_subject(Relation rel, const char *key)
 	if (key == all_rows)
 		return psprintf("Relation %s, all rows", relation_display_name(rel));
 	return psprintf("Relation %s, key %s", relation_display_name(rel), key ? key : "(not visible)");
-}
-
-char *relation_display_name(Relation rel)
-{
-	const char *qualified, *name;
-	if (citus_logical_name(rel, &qualified, &name, nullptr))
-		return pstrdup(qualified);
-	return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-	                                  RelationGetRelationName(rel));
-}
-
-const char *relation_name(Relation rel)
-{
-	const char *qualified, *name;
-	if (citus_logical_name(rel, &qualified, &name, nullptr))
-		return name;
-	return RelationGetRelationName(rel);
 }
 
 /* A stored token for DETAIL: its number, or "(not visible)". */

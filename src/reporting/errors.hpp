@@ -7,6 +7,7 @@
 #pragma once
 
 #include "base/token_compare.hpp"
+#include "catalog/citus_names.hpp"
 
 extern "C" {
 #include "utils/rel.h"
@@ -28,9 +29,6 @@ extern "C" {
 
 namespace fencing
 {
-
-/* A stored token the caller may not learn (row-level security hides the key). */
-constexpr int64 hidden_token = -1;
 
 /* The key description of a statement that writes every row (TRUNCATE). */
 extern const char *const all_rows;
@@ -61,11 +59,5 @@ extern const char *const all_rows;
  */
 [[noreturn]] void report_two_tokens(Relation rel, const char *key, const char *column,
                                     int64 assigned, int64 transaction, int64 stored);
-
-/* "schema.table" for messages (a Citus shard's is its distributed table's). */
-char *relation_display_name(Relation rel);
-
-/* "table" for messages (a Citus shard's is its distributed table's). */
-const char *relation_name(Relation rel);
 
 } // namespace fencing

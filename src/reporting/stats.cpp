@@ -31,8 +31,8 @@
  * commits.
  */
 #include "reporting/stats.hpp"
-#include "catalog/table.hpp"
-#include "reporting/errors.hpp"
+#include "catalog/relation.hpp"
+#include "catalog/citus_names.hpp"
 #include "base/late_load.hpp"
 
 extern "C" {
@@ -60,15 +60,15 @@ extern "C" {
 namespace fencing
 {
 
-namespace
-{
-
 bool stats_on = true;
 int stats_max = 1000;
 int log_rejections = 0; /* 0 off, 1 stale, 2 all */
 
 const config_enum_entry log_rejection_options[] = {
     {"off", 0, false}, {"stale", 1, false}, {"all", 2, false}, {nullptr, 0, false}};
+
+namespace
+{
 
 /* What an entry counts: a relation (resource 0) or a resource (relid 0) of a database. */
 struct Key {
@@ -121,10 +121,6 @@ HTAB *entries = nullptr;                /* in shared memory; nullptr when not pr
 LWLock *prepared_lock = nullptr;        /* guards the slots; taken before `lock` when both are */
 PreparedSlot *prepared_slots = nullptr; /* max_prepared_xacts of them, in shared memory */
 
-shmem_request_hook_type previous_request = nullptr;
-shmem_startup_hook_type previous_startup = nullptr;
-ProcessUtility_hook_type previous_utility = nullptr;
-
 } // namespace
 
 /* A pending count: accepted writes of this transaction, not yet in shared memory. */
@@ -173,16 +169,12 @@ Size shared_size()
 
 void request_shared()
 {
-	if (previous_request != nullptr)
-		previous_request();
 	RequestAddinShmemSpace(shared_size());
 	RequestNamedLWLockTranche("fencing stats", 2);
 }
 
 void start_shared()
 {
-	if (previous_startup != nullptr)
-		previous_startup();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	LWLockPadded *locks = GetNamedLWLockTranche("fencing stats");
 	lock = &locks[0].lock;
@@ -352,7 +344,7 @@ void settle_prepared(const char *gid, bool commit)
  * At commit, the transaction's accepted writes go to shared memory; at
  * abort, nowhere; at PREPARE TRANSACTION, to a slot until it ends.
  */
-void end_of_transaction(XactEvent event, void *)
+void end_of_transaction(XactEvent event)
 {
 	bool commit = event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT;
 	bool prepare = event == XACT_EVENT_PREPARE;
@@ -385,7 +377,7 @@ void end_of_transaction(XactEvent event, void *)
  * A subtransaction starts: counting compares with its level.  It ends: the
  * counts it saved are put back (abort) or become its parent's (commit).
  */
-void end_of_subtransaction(SubXactEvent event, SubTransactionId, SubTransactionId, void *)
+void end_of_subtransaction(SubXactEvent event)
 {
 	if (event == SUBXACT_EVENT_START_SUB) {
 		nest_level = GetCurrentTransactionNestLevel();
@@ -431,32 +423,23 @@ void save_count(PendingCount *counter)
 	counter->level = nest_level;
 }
 
-/* Remembers PREPARE TRANSACTION's gid; settles COMMIT and ROLLBACK PREPARED once they succeed. */
-void utility_settling_prepared(PlannedStmt *statement, const char *text, bool read_only,
-                               ProcessUtilityContext context, ParamListInfo params,
-                               QueryEnvironment *env, DestReceiver *dest,
-                               QueryCompletion *completion)
+/* Remembers PREPARE TRANSACTION's gid; returns what stats_after_utility() settles. */
+StatsUtility before_utility(const PlannedStmt *statement)
 {
-	Node *parsed = statement->utilityStmt;
-	TransactionStmtKind kind = TRANS_STMT_BEGIN;
-	char gid[GIDSIZE] = "";
+	const Node *parsed = statement->utilityStmt;
+	StatsUtility seen{TRANS_STMT_BEGIN, ""};
 	if (parsed != nullptr && IsA(parsed, TransactionStmt)) {
-		const auto *transaction = reinterpret_cast<TransactionStmt *>(parsed);
-		kind = transaction->kind;
+		const auto *transaction = reinterpret_cast<const TransactionStmt *>(parsed);
+		seen.kind = transaction->kind;
 		if (transaction->gid != nullptr)
-			strlcpy(gid, transaction->gid, sizeof gid);
+			strlcpy(seen.gid, transaction->gid, sizeof seen.gid);
 	}
-	if (kind == TRANS_STMT_PREPARE) {
+	if (seen.kind == TRANS_STMT_PREPARE) {
 		/* Used if the transaction gets prepared when this statement ends. */
-		memcpy(preparing_gid, gid, sizeof gid);
+		memcpy(preparing_gid, seen.gid, sizeof seen.gid);
 		preparing_gid_known = true;
 	}
-	if (previous_utility != nullptr)
-		previous_utility(statement, text, read_only, context, params, env, dest, completion);
-	else
-		standard_ProcessUtility(statement, text, read_only, context, params, env, dest, completion);
-	if (kind == TRANS_STMT_COMMIT_PREPARED || kind == TRANS_STMT_ROLLBACK_PREPARED)
-		settle_prepared(gid, kind == TRANS_STMT_COMMIT_PREPARED);
+	return seen;
 }
 
 PendingCount *pending_count(const Key &key, const char *resource)
@@ -571,32 +554,35 @@ void note_rejection(Relation rel, const char *resource, Rejection kind, const ch
 	LWLockRelease(lock);
 }
 
-void install_stats()
+void stats_request_shmem()
 {
-	DefineCustomBoolVariable("fencing.stats",
-	                         "Counts accepted and rejected writes in fencing.stats.",
-	                         "Takes effect with shared_preload_libraries = 'fencing'.", &stats_on,
-	                         true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-	define_superuser_setting("fencing.log_rejections", [] {
-		DefineCustomEnumVariable("fencing.log_rejections",
-		                         "Logs every rejected write (stale: stale tokens only).", nullptr,
-		                         &log_rejections, 0, log_rejection_options, PGC_SUSET, 0, nullptr,
-		                         nullptr, nullptr);
-	});
-	/* A server setting can only be defined while the server starts, and only then is it needed. */
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-	DefineCustomIntVariable(
-	    "fencing.stats_max", "Relations and resources fencing.stats keeps counters for.", nullptr,
-	    &stats_max, 1000, 100, 1000000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-	previous_request = shmem_request_hook;
-	shmem_request_hook = request_shared;
-	previous_startup = shmem_startup_hook;
-	shmem_startup_hook = start_shared;
-	RegisterXactCallback(end_of_transaction, nullptr);
-	RegisterSubXactCallback(end_of_subtransaction, nullptr);
-	previous_utility = ProcessUtility_hook;
-	ProcessUtility_hook = utility_settling_prepared;
+	request_shared();
+}
+
+void stats_startup_shmem()
+{
+	start_shared();
+}
+
+StatsUtility stats_before_utility(const PlannedStmt *statement)
+{
+	return before_utility(statement);
+}
+
+void stats_after_utility(const StatsUtility &seen)
+{
+	if (seen.kind == TRANS_STMT_COMMIT_PREPARED || seen.kind == TRANS_STMT_ROLLBACK_PREPARED)
+		settle_prepared(seen.gid, seen.kind == TRANS_STMT_COMMIT_PREPARED);
+}
+
+void stats_end_of_transaction(XactEvent event)
+{
+	end_of_transaction(event);
+}
+
+void stats_end_of_subtransaction(SubXactEvent event)
+{
+	end_of_subtransaction(event);
 }
 
 namespace

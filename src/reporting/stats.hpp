@@ -13,6 +13,10 @@
 #include "base/token_compare.hpp"
 
 extern "C" {
+#include "access/xact.h"
+#include "nodes/parsenodes.h"
+#include "nodes/plannodes.h"
+#include "utils/guc.h"
 #include "utils/rel.h"
 }
 
@@ -45,10 +49,39 @@ void note_rejection(Relation rel, const char *resource, Rejection kind, const ch
                     int64 presented, int64 stored);
 
 /*
- * Defines the settings and, when preloaded, requests the shared memory and
- * installs the transaction callbacks and the ProcessUtility hook that sees
- * PREPARE TRANSACTION, COMMIT and ROLLBACK PREPARED (from _PG_init).
+ * The settings (defined in entry/settings.cpp): fencing.stats (stats_on),
+ * fencing.stats_max, fencing.log_rejections (0 off, 1 stale, 2 all).
  */
-void install_stats();
+extern bool stats_on;
+extern int stats_max;
+extern int log_rejections;
+extern const config_enum_entry log_rejection_options[];
+
+/* Shared memory (only when preloaded): requested, then attached (entry/module.cpp). */
+void stats_request_shmem();
+void stats_startup_shmem();
+
+/* What ProcessUtility runs, as stats_after_utility() needs it. */
+struct StatsUtility {
+	TransactionStmtKind kind;
+	char gid[GIDSIZE];
+};
+FENCING_PLAIN_DATA(StatsUtility);
+
+/*
+ * Around ProcessUtility (only when preloaded): PREPARE TRANSACTION's gid is
+ * remembered; COMMIT and ROLLBACK PREPARED settle its counts once they
+ * succeed.
+ */
+StatsUtility stats_before_utility(const PlannedStmt *statement);
+void stats_after_utility(const StatsUtility &seen);
+
+/*
+ * At the end of a transaction (only when preloaded): its accepted writes go
+ * to shared memory at commit, to a slot at PREPARE, nowhere at abort; a
+ * subtransaction's are its parent's or dropped.
+ */
+void stats_end_of_transaction(XactEvent event);
+void stats_end_of_subtransaction(SubXactEvent event);
 
 } // namespace fencing

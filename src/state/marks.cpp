@@ -4,7 +4,7 @@
  */
 #include "state/marks.hpp"
 #include "catalog/installed_release.hpp"
-#include "catalog/table.hpp"
+#include "catalog/relation.hpp"
 #include "base/spi.hpp"
 
 extern "C" {

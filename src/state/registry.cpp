@@ -5,7 +5,7 @@
 #include "base/compat.hpp"
 #include "catalog/installed_release.hpp"
 #include "base/spi.hpp"
-#include "catalog/table.hpp"
+#include "catalog/relation.hpp"
 
 extern "C" {
 #include "access/genam.h"

@@ -140,11 +140,9 @@ bool standbys_have(XLogRecPtr lsn)
 	return !defined || flushed;
 }
 
-/* fencing.failover_margin, in milliseconds. */
-int failover_margin = 10000;
+} // namespace
 
-/* fencing.grant_confirmation and fencing.standby_reply_timeout (milliseconds). */
-enum Confirmation { confirm_off, confirm_standby, confirm_synchronous };
+int failover_margin = 10000;
 const struct config_enum_entry confirmation_options[] = {
     {"off", confirm_off, false},
     {"standby", confirm_standby, false},
@@ -152,6 +150,9 @@ const struct config_enum_entry confirmation_options[] = {
     {nullptr, 0, false}};
 int grant_confirmation = confirm_off;
 int standby_reply_timeout = 5000;
+
+namespace
+{
 
 /*
  * The tokens granted in this transaction, for the warning at commit, each
@@ -411,20 +412,14 @@ struct SharedWindows {
 FENCING_PLAIN_DATA(SharedWindows);
 
 SharedWindows *windows = nullptr; /* nullptr when not preloaded */
-shmem_request_hook_type previous_request = nullptr;
-shmem_startup_hook_type previous_startup = nullptr;
 
 void request_windows()
 {
-	if (previous_request != nullptr)
-		previous_request();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(SharedWindows)));
 }
 
 void start_windows()
 {
-	if (previous_startup != nullptr)
-		previous_startup();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	bool found;
 	windows = static_cast<SharedWindows *>(
@@ -821,39 +816,14 @@ FENCING_FUNCTION(token_at)
 	PG_RETURN_INT64(generation_start(generation) + low);
 }
 
-void define_token_settings()
+void token_issue_request_shmem()
 {
-	define_superuser_setting("fencing.failover_margin", [] {
-		DefineCustomIntVariable(
-		    "fencing.failover_margin",
-		    "How far the first token on a new timeline or system is set ahead of the server "
-		    "clock.",
-		    "Covers a clock that is behind the old server's after a restore that keeps the "
-		    "timeline; a promotion orders tokens by its new timeline anyway.",
-		    &failover_margin, 10000, 0, 3600000, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
-	});
-	define_superuser_setting("fencing.grant_confirmation", [] {
-		DefineCustomEnumVariable(
-		    "fencing.grant_confirmation",
-		    "Refuses lease grants and renewals that no standby can confirm.",
-		    "off: no check; standby: a standby replied within fencing.standby_reply_timeout; "
-		    "synchronous: as many synchronous standbys as synchronous_standby_names needs did.",
-		    &grant_confirmation, confirm_off, confirmation_options, PGC_SUSET, 0, nullptr, nullptr,
-		    nullptr);
-	});
-	define_superuser_setting("fencing.standby_reply_timeout", [] {
-		DefineCustomIntVariable("fencing.standby_reply_timeout",
-		                        "How recent a standby's last reply must be for "
-		                        "fencing.grant_confirmation.",
-		                        nullptr, &standby_reply_timeout, 5000, 1, 3600000, PGC_SUSET,
-		                        GUC_UNIT_MS, nullptr, nullptr, nullptr);
-	});
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-	previous_request = shmem_request_hook;
-	shmem_request_hook = request_windows;
-	previous_startup = shmem_startup_hook;
-	shmem_startup_hook = start_windows;
+	request_windows();
+}
+
+void token_issue_startup_shmem()
+{
+	start_windows();
 }
 
 void require_durable_commit()

@@ -6,6 +6,10 @@
 
 #include "base/boundary.hpp"
 
+extern "C" {
+#include "utils/guc.h"
+}
+
 namespace fencing
 {
 
@@ -42,8 +46,19 @@ int64 issuable_now();
  */
 void require_grant_confirmation();
 
-/* Defines fencing.failover_margin; from _PG_init. */
-void define_token_settings();
+/*
+ * The settings (defined in entry/settings.cpp): fencing.failover_margin and
+ * fencing.standby_reply_timeout in milliseconds, fencing.grant_confirmation.
+ */
+enum Confirmation { confirm_off, confirm_standby, confirm_synchronous };
+extern int failover_margin;
+extern int grant_confirmation;
+extern const struct config_enum_entry confirmation_options[];
+extern int standby_reply_timeout;
+
+/* Shared memory for the token windows (only when preloaded; entry/module.cpp). */
+void token_issue_request_shmem();
+void token_issue_startup_shmem();
 
 /*
  * Makes the current transaction's commit durable whatever the session asks

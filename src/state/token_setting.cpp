@@ -1,5 +1,5 @@
 /*
- * Module entry: PG_MODULE_MAGIC, _PG_init and the fencing.token setting.
+ * The fencing.token setting (defined in entry/settings.cpp).
  *
  * fencing.token is the token of the current transaction only.  A value
  * counts when it was assigned by the session (SET, SET LOCAL, set_config, a
@@ -20,21 +20,13 @@
  */
 #include "state/token_setting.hpp"
 #include "base/token_compare.hpp"
-#include "state/token_issue.hpp"
-#include "citus/citus.hpp"
-#include "admin/ddl.hpp"
 #include "base/compat.hpp"
-#include "guard/merge_check.hpp"
-#include "reporting/stats.hpp"
 
 extern "C" {
 #include "access/xact.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
-
-PG_MODULE_MAGIC;
-void _PG_init(void);
 }
 
 namespace
@@ -46,7 +38,6 @@ struct TokenValue {
 	bool assigned;
 };
 
-char *token_text = nullptr;
 TokenValue token_value = {0, false};
 const config_generic *token_setting = nullptr;
 
@@ -63,7 +54,7 @@ bool token_used = false;
  * reports an error rather than raising it: a bad value in postgresql.conf
  * or a role's settings is a warning there, not a failed start or login.
  */
-bool check_token(char **newval, void **extra, GucSource source)
+bool check_token_value(char **newval, void **extra, GucSource source)
 {
 	int64 parsed = 0;
 	const char *text = *newval;
@@ -92,7 +83,7 @@ bool check_token(char **newval, void **extra, GucSource source)
 	return true;
 }
 
-void assign_token(const char *, void *extra)
+void assign_token_value(const char *, void *extra)
 {
 	token_value = *static_cast<TokenValue *>(extra);
 }
@@ -136,7 +127,7 @@ const TokenValue *kept_session_value()
  * either.  A WARNING and not an ERROR: a SET that changes nothing should not
  * break an application that runs it (docs/pooling.md).
  */
-void warn_unused_session_token(XactEvent event, void *)
+void warn_unused_session_token(XactEvent event)
 {
 	switch (event) {
 	case XACT_EVENT_COMMIT:
@@ -171,6 +162,28 @@ void warn_unused_session_token(XactEvent event, void *)
 namespace fencing
 {
 
+char *token_setting_text = nullptr;
+
+bool check_token(char **newval, void **extra, GucSource source)
+{
+	return check_token_value(newval, extra, source);
+}
+
+void assign_token(const char *newval, void *extra)
+{
+	assign_token_value(newval, extra);
+}
+
+void token_setting_defined()
+{
+	token_setting = find_token_setting();
+}
+
+void token_setting_end_of_transaction(XactEvent event)
+{
+	warn_unused_session_token(event);
+}
+
 bool session_token(int64 *token)
 {
 	*token = token_value.token;
@@ -196,23 +209,3 @@ const char *ignored_token_note()
 }
 
 } // namespace fencing
-
-extern "C" void _PG_init(void)
-{
-	fencing::guarded("_PG_init", []() {
-		DefineCustomStringVariable(
-		    "fencing.token", "Fencing token presented by this transaction's writes.",
-		    "Applies only to the transaction in which it is set: SET LOCAL fencing.token = "
-		    "<token>, or set_config('fencing.token', <token>, true).",
-		    &token_text, "", PGC_USERSET, 0, check_token, assign_token, nullptr);
-		token_setting = find_token_setting();
-		RegisterXactCallback(warn_unused_session_token, nullptr);
-		fencing::define_token_settings();
-		fencing::install_merge_check();
-		fencing::install_citus_support();
-		fencing::install_stats();
-		fencing::install_drop_check();
-		/* Last: it drops placeholders of names not defined by then. */
-		MarkGUCPrefixReserved("fencing");
-	});
-}

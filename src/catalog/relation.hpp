@@ -1,10 +1,12 @@
 /*
- * What the extension knows about a table: its fencing settings (carried by
- * the guard trigger's arguments) and its primary key.
+ * What PostgreSQL says about a relation, read from the relcache and syscache
+ * only: its columns, primary key and key values, partition ancestors, what
+ * the caller may read of it, the tokens its rows store; and the names of the
+ * guard's triggers and function.
  */
 #pragma once
 
-#include "base/token_compare.hpp"
+#include "base/boundary.hpp"
 
 extern "C" {
 #include "access/htup.h"
@@ -24,40 +26,6 @@ bool guard_trigger_named(const char *name);
 /* Default token column (docs/design.md) and of unprotected tables used by fenced_update(). */
 constexpr const char *default_token_column = "last_fencing_token";
 
-/* A table's fencing settings. */
-struct TableFence {
-	AttrNumber token_attnum;
-	Mode mode;
-	bool is_protected;
-	int64 citus_id; /* a Citus distributed table's marks id (third argument), else 0 */
-};
-
-/*
- * The settings of a guard trigger's relation, from the registry (its own
- * registration or its protected partition ancestor's); false if the registry
- * protects neither.  Errors (55000) if the trigger is not one that
- * fencing.protect() installed for those settings.
- */
-bool fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence);
-
-/*
- * Reads settings from a guard trigger's arguments (token column, mode[,
- * Citus marks id]): only for a Citus shard, whose triggers Citus copied.
- */
-void fence_from_arguments(Relation rel, const Trigger *trigger, TableFence *fence);
-
-/*
- * The settings of `rel` if the registry protects it (or a Citus shard's
- * guard describes it); false otherwise.
- */
-bool find_guard(Relation rel, TableFence *fence);
-
-/*
- * The settings fenced_update() uses for `rel`: its guard trigger's, or for an
- * unprotected table with a last_fencing_token column, monotonic.
- */
-void fence_of_table(Relation rel, TableFence *fence);
-
 /* Attribute number of a user column of `rel`, or InvalidAttrNumber. */
 AttrNumber user_column(Relation rel, const char *name);
 
@@ -73,7 +41,6 @@ struct KeyColumns {
 	AttrNumber attnums[INDEX_MAX_KEYS];
 };
 FENCING_PLAIN_DATA(KeyColumns);
-FENCING_PLAIN_DATA(TableFence);
 
 KeyColumns key_columns(Relation pk);
 
@@ -99,16 +66,6 @@ const char *key_equality_operator(Relation pk, int column);
  * finished the partition's rows are still that table's.
  */
 List *partition_ancestors(Relation rel);
-
-/*
- * The relations a DETACH PARTITION named: PostgreSQL does not tell event
- * triggers which one it detached, and the name it was given may be
- * unqualified, to be read under a search_path the event trigger does not
- * have.  So: the tables of that name (in that schema if one was given) that
- * are no longer partitions and whose catalog row this transaction changed.
- * Only tables: a view or anything else of that name is never one.
- */
-List *detached_relations(const RangeVar *name);
 
 /* Is `function` fencing.guard()? */
 bool calls_guard(Oid function);

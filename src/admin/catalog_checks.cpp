@@ -3,8 +3,9 @@
  * table's primary key can be guarded, the condition under which an UPDATE
  * changed the key, and which partitions a DDL command detached.
  */
+#include "admin/catalog_checks.hpp"
 #include "catalog/keys.hpp"
-#include "catalog/table.hpp"
+#include "catalog/relation.hpp"
 
 extern "C" {
 #include "access/genam.h"
