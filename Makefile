@@ -26,15 +26,17 @@ DATA = sql/fencing--0.3.0.sql sql/fencing--0.2.0--0.3.0.sql \
 	sql/fencing--0.2.0.sql sql/fencing--0.1.0.sql sql/fencing--0.1.0--0.2.0.sql
 DATA_built = sql/fencing--$(EXTVERSION).sql $(UPGRADES:%=sql/fencing--%.sql)
 
-# pg_regress tests: sql/NAME.sql against expected/NAME.out
-REGRESS = setup partition_identity token_scope split_brain guard modes inputs marks lending merge_by_source truncate fenced_update leases fence clock generations compact compact_batches compact_batches_attack \
-	partitioned ddl security plan_cache nested stats stats_2pc token_domain orm_writeback registry ddl_routes diagnostics session_token grant_token guard_switch drop_routes
+# pg_regress tests: test/schedule lists them (sql/NAME.sql against
+# expected/NAME.out, in order) with the servers each runs on: REGRESS those
+# of a server that preloads the module, REGRESS_UNLOADED those of one that
+# does not.  test/lint/schedule checks the list against sql/.
+schedule_of = $(shell awk 'NF > 1 && $$1 ~ /^[a-z]/ { for (i = 2; i <= NF; i++) if ($$i == "$(1)") print $$1 }' test/schedule)
+REGRESS = $(call schedule_of,preloaded)
+REGRESS_UNLOADED = $(call schedule_of,unloaded)
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 
-# isolation tests: test/isolation/specs/NAME.spec
-ISOLATION = stale_after_commit lower_waits_for_higher rollback_lets_lower \
-	repeatable_read update_vs_delete concurrent_insert three_writers \
-	acquire_race acquire_expiry fence_order first_grant detach_pending compact_batches compact_batch_locks acquire_reuse
+# isolation tests: test/isolation/specs/NAME.spec, all of them
+ISOLATION = $(basename $(notdir $(sort $(wildcard test/isolation/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
 
 PG_CONFIG ?= pg_config
@@ -53,7 +55,46 @@ SHLIB_LINK = -lstdc++
 # of this module is not worth a clang dependency.
 override with_llvm = no
 
+# The contributor's loop (CONTRIBUTING.md), without root and without touching
+# the system's PostgreSQL: test/dev builds, installs into a private copy of
+# the PostgreSQL of PG_CONFIG (tmp_check/, made once by test/tmp_install) and
+# runs the tests on a throwaway cluster of that copy.
+#   make check               the regression and isolation tests on a cluster
+#                            that preloads the module, then the "unloaded"
+#                            ones (test/schedule) on one that does not
+#   make check TEST=NAME     one test: sql/NAME.sql (after setup, on the
+#                            servers test/schedule gives it) or
+#                            test/isolation/specs/NAME.spec
+#   make check-tap [TEST=t/NNN_name.pl]   the TAP tests (test/t), or one
+# Give these goals alone: they run make again inside test/dev, and PGXS'
+# own "check" (not supported for extensions) is not read for them.
+CHECK_GOALS = check check-tap
+ifneq ($(filter $(CHECK_GOALS),$(MAKECMDGOALS)),)
+DEV = MAKEFLAGS= MAKEOVERRIDES= $(if $(filter command line environment,$(origin PG_CONFIG)),PG_CONFIG=$(PG_CONFIG)) test/dev
+CHECK_SETUP = $(if $(filter setup,$(TEST)),setup,setup $(TEST))
+.PHONY: check check-tap
+check:
+	@test/lint/schedule >/dev/null || test/lint/schedule
+ifeq ($(TEST),)
+	$(DEV) $(MAKE) -s installcheck
+	$(DEV) --no-preload $(MAKE) -s installcheck REGRESS="$(REGRESS_UNLOADED)" ISOLATION=
+else ifneq ($(wildcard sql/$(TEST).sql),)
+ifneq ($(filter $(TEST),$(REGRESS)),)
+	$(DEV) $(MAKE) -s installcheck REGRESS="$(CHECK_SETUP)" ISOLATION=
+endif
+ifneq ($(filter $(TEST),$(REGRESS_UNLOADED)),)
+	$(DEV) --no-preload $(MAKE) -s installcheck REGRESS="$(CHECK_SETUP)" ISOLATION=
+endif
+else ifneq ($(wildcard test/isolation/specs/$(TEST).spec),)
+	$(DEV) $(MAKE) -s installcheck REGRESS= ISOLATION=$(TEST)
+else
+	@echo "make check: no test $(TEST) (sql/$(TEST).sql or test/isolation/specs/$(TEST).spec)" >&2; exit 1
+endif
+check-tap:
+	$(DEV) $(MAKE) -s prove_installcheck $(if $(TEST),PROVE_TESTS="$(patsubst test/%,%,$(TEST))")
+else
 include $(PGXS)
+endif
 
 # The SQL scripts: files concatenated (a blank line between two), each line
 # "--@include FILE" replaced by FILE.  `make clean` removes them (DATA_built).
@@ -92,7 +133,8 @@ prove_installcheck:
 		[ $$status -eq 0 ] || tail -n 40 tmp_check/log/regress_log_* 2>/dev/null; \
 		rm -rf "$$tmp"; exit $$status; \
 	else \
-		$(TAP_ENV) prove -I $(pgxs_dir)/src/test/perl -I test/t $(PROVE_FLAGS) test/t/*.pl; \
+		$(TAP_ENV) prove -I $(pgxs_dir)/src/test/perl -I test/t $(PROVE_FLAGS) \
+			$(or $(addprefix test/,$(PROVE_TESTS)),test/t/*.pl); \
 	fi
 
 # clang-tidy (.clang-tidy: bugprone, clang-analyzer) over the extension's sources.
