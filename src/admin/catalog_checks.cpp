@@ -4,6 +4,7 @@
  * changed the key, and which partitions a DDL command detached.
  */
 #include "admin/catalog_checks.hpp"
+#include "base/spi.hpp"
 #include "catalog/keys.hpp"
 #include "catalog/relation.hpp"
 
@@ -90,6 +91,8 @@ List *detached_relations(const RangeVar *name)
 
 } // namespace fencing
 
+static void put_detached_partitions(ReturnSetInfo *rsinfo);
+
 /*
  * fencing._detached_partitions(): (parent, partition) for every partition
  * the current DDL command detached; only inside a ddl_command_end event
@@ -100,8 +103,13 @@ FENCING_FUNCTION(detached_partitions)
 {
 	InitMaterializedSRF(fcinfo, 0);
 	auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
+	fencing::with_spi([rsinfo]() { put_detached_partitions(rsinfo); });
+	return static_cast<Datum>(0);
+}
+
+/* detached_partitions()'s rows, read with SPI connected. */
+static void put_detached_partitions(ReturnSetInfo *rsinfo)
+{
 	int rc = SPI_execute("SELECT command FROM pg_catalog.pg_event_trigger_ddl_commands()", true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "fencing: reading the DDL commands failed: %s", SPI_result_code_string(rc));
@@ -128,6 +136,4 @@ FENCING_FUNCTION(detached_partitions)
 			}
 		}
 	}
-	SPI_finish();
-	return static_cast<Datum>(0);
 }

@@ -472,17 +472,18 @@ FENCING_FUNCTION(compact_in_batches)
 	TableBatches state{PG_GETARG_OID(0), false};
 	int64 below = require_token(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "below");
 	int32 batch = require_batch_size(fcinfo, 2);
-	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	MemoryContext keep = CurrentMemoryContext; /* SPI's procedure context: outlives commits */
-	int64 removed = 0;
-	Tree tree = raise_table_floor(state.relid, below, keep, &removed);
-	if (tree.count > 0) {
-		if (commit_and_reopen(&state))
-			removed += remove_table_marks(tree, below, batch, keep, commit_and_reopen, &state,
-			                              &state.gone);
-	}
-	SPI_finish();
+	int64 removed = with_spi(
+	    [&state, below, batch]() {
+		    MemoryContext keep =
+		        CurrentMemoryContext; /* SPI's procedure context: outlives commits */
+		    int64 count = 0;
+		    Tree tree = raise_table_floor(state.relid, below, keep, &count);
+		    if (tree.count > 0 && commit_and_reopen(&state))
+			    count += remove_table_marks(tree, below, batch, keep, commit_and_reopen, &state,
+			                                &state.gone);
+		    return count;
+	    },
+	    SPI_OPT_NONATOMIC);
 	PG_RETURN_DATUM(removed_row(fcinfo, removed));
 }
 
@@ -521,14 +522,17 @@ FENCING_FUNCTION(compact_resources_in_batches)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("prefix must not be null"),
 		                errhint("The empty prefix names every resource.")));
 	int32 batch = require_batch_size(fcinfo, 2);
-	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	MemoryContext keep = CurrentMemoryContext; /* SPI's procedure context: outlives commits */
-	/* Detoasted: a TOAST pointer (a CALL's subquery argument) need not outlive the commits. */
-	Datum prefix = PointerGetDatum(PG_DETOAST_DATUM_COPY(PG_GETARG_DATUM(1)));
-	raise_resource_floor(prefix, below);
-	SPI_commit();
-	int64 removed = remove_resources(prefix, below, batch, keep, commit_only, nullptr);
-	SPI_finish();
+	int64 removed = with_spi(
+	    [fcinfo, below, batch]() {
+		    MemoryContext keep =
+		        CurrentMemoryContext; /* SPI's procedure context: outlives commits */
+		    /* Detoasted: a TOAST pointer (a CALL's subquery argument) need not outlive the commits.
+		     */
+		    Datum prefix = PointerGetDatum(PG_DETOAST_DATUM_COPY(PG_GETARG_DATUM(1)));
+		    raise_resource_floor(prefix, below);
+		    SPI_commit();
+		    return remove_resources(prefix, below, batch, keep, commit_only, nullptr);
+	    },
+	    SPI_OPT_NONATOMIC);
 	PG_RETURN_DATUM(removed_row(fcinfo, removed));
 }

@@ -6,8 +6,9 @@
  *  - no C++ exception may reach PostgreSQL: guarded() catches everything,
  *    copies the message into static storage, leaves the catch block, puts
  *    back PostgreSQL's error-handling state as it was on entry (the throw may
- *    have skipped a PG_TRY's PG_END_TRY or an error context's pop) and only
- *    then raises the PostgreSQL error;
+ *    have skipped a PG_TRY's PG_END_TRY or an error context's pop: a bug,
+ *    reported with a WARNING, and an assertion failure in assert-enabled
+ *    builds) and only then raises the PostgreSQL error;
  *  - no PostgreSQL error (a longjmp) may cross a C++ frame that owns an object
  *    with a destructor: code that calls into PostgreSQL keeps its state in
  *    palloc'd memory and plain data only, which FENCING_PLAIN_DATA checks.
@@ -56,8 +57,18 @@ template <typename Body> auto guarded(const char *where, Body body) -> decltype(
 	} catch (...) {
 		strlcpy(message, "unknown C++ exception", sizeof message);
 	}
+	bool repaired = PG_exception_stack != exception_stack || error_context_stack != context_stack;
 	PG_exception_stack = exception_stack;
 	error_context_stack = context_stack;
+	if (repaired) {
+		/* A bug of the code that threw: said, and fatal where asserts are on. */
+		ereport(
+		    WARNING,
+		    (errmsg("%s: a C++ exception skipped the end of a PG_TRY or an error context", where),
+		     errdetail("The error-handling state was restored; the code that threw must not "
+		               "throw there.")));
+		Assert(!repaired);
+	}
 	ereport(ERROR, (errcode(code), errmsg("%s: %s", where, message)));
 	pg_unreachable();
 }

@@ -5,6 +5,8 @@
 
 #include "base/boundary.hpp"
 
+#include <type_traits>
+
 extern "C" {
 #include "executor/spi.h"
 #include "utils/snapshot.h"
@@ -12,6 +14,26 @@ extern "C" {
 
 namespace fencing
 {
+
+/*
+ * Runs body() between SPI_connect() (SPI_connect_ext(options)) and
+ * SPI_finish(), and returns what it returns: the two stay paired in one
+ * place.  No destructor does it: on an error the (sub)transaction's cleanup
+ * releases the connection (AtEOXact_SPI), and nothing else is to be undone.
+ */
+template <typename Body> auto with_spi(Body body, int options = 0) -> decltype(body())
+{
+	if (SPI_connect_ext(options) != SPI_OK_CONNECT)
+		elog(ERROR, "fencing: SPI_connect failed");
+	if constexpr (std::is_void_v<decltype(body())>) {
+		body();
+		SPI_finish();
+	} else {
+		auto result = body();
+		SPI_finish();
+		return result;
+	}
+}
 
 /*
  * The plan kept in *cache for `sql`, prepared now if there is none or the

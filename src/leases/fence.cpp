@@ -27,17 +27,17 @@ FENCING_FUNCTION(fence)
 	char *resource = require_name(fcinfo, 0, "resource");
 	int64 token = require_token(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "token");
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	int64 mark = lock_fence(resource);
-	if (!token_accepts(Mode::monotonic, mark, token))
-		report_stale_resource(resource, token, mark);
-	Oid types[2] = {TEXTOID, INT8OID};
-	SPIPlanPtr plan = kept_plan(
-	    &advance_plan, "UPDATE fencing.fences SET token = $2 WHERE resource = $1", 2, types);
-	Datum values[2] = {CStringGetTextDatum(resource), Int64GetDatum(token)};
-	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
-	SPI_finish();
+	int64 mark = with_spi([resource, token]() {
+		int64 held = lock_fence(resource);
+		if (!token_accepts(Mode::monotonic, held, token))
+			report_stale_resource(resource, token, held);
+		Oid types[2] = {TEXTOID, INT8OID};
+		SPIPlanPtr plan = kept_plan(
+		    &advance_plan, "UPDATE fencing.fences SET token = $2 WHERE resource = $1", 2, types);
+		Datum values[2] = {CStringGetTextDatum(resource), Int64GetDatum(token)};
+		run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
+		return held;
+	});
 	require_durable_commit();
 	count_accepted(resource_counter(resource));
 	PG_RETURN_INT64(mark);

@@ -36,13 +36,12 @@ constexpr const char *held_lease = " WHERE resource = $1 AND holder = $2 AND tok
 bool update_held_lease(SPIPlanPtr *cache, const char *set, Datum *values, int nargs)
 {
 	Oid types[4] = {TEXTOID, TEXTOID, INT8OID, INTERVALOID};
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	SPIPlanPtr plan = kept_plan(
-	    cache, psprintf("UPDATE fencing.resources SET %s%s", set, held_lease), nargs, types);
-	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
-	bool held = SPI_processed == 1;
-	SPI_finish();
+	bool held = with_spi([&]() {
+		SPIPlanPtr plan = kept_plan(
+		    cache, psprintf("UPDATE fencing.resources SET %s%s", set, held_lease), nargs, types);
+		run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
+		return SPI_processed == 1;
+	});
 	require_durable_commit();
 	return held;
 }
@@ -107,18 +106,18 @@ FENCING_FUNCTION(grant_token)
 		                errmsg("fencing._grant_token() is for fencing.acquire() only"),
 		                errhint("Call fencing.acquire().")));
 	int64 floor = PG_GETARG_INT64(0);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	/*
-	 * Its errors (tokens used up, a canceled wait for the standbys) read as
-	 * acquire()'s own, without the internal UPDATE as their context; an error
-	 * restores the stack.
-	 */
-	ErrorContextCallback *context = error_context_stack;
-	error_context_stack = nullptr;
-	int64 token = issue_token(floor, false);
-	error_context_stack = context;
-	SPI_finish();
+	int64 token = with_spi([floor]() {
+		/*
+		 * Its errors (tokens used up, a canceled wait for the standbys) read as
+		 * acquire()'s own, without the internal UPDATE as their context; an
+		 * error restores the stack.
+		 */
+		ErrorContextCallback *context = error_context_stack;
+		error_context_stack = nullptr;
+		int64 issued = issue_token(floor, false);
+		error_context_stack = context;
+		return issued;
+	});
 	PG_RETURN_INT64(token);
 }
 

@@ -715,14 +715,14 @@ int64 clock_token()
 
 int64 issuable_now()
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	/* compact() runs as the table's owner, who need not read the extension's tables. */
-	Rights saved = become(extension_owner(), 0, true);
-	bool recorded;
-	int64 generation = generation_now(&recorded);
-	restore(saved);
-	SPI_finish();
+	int64 generation = with_spi([]() {
+		/* compact() runs as the table's owner, who need not read the extension's tables. */
+		Rights saved = become(extension_owner(), 0, true);
+		bool recorded;
+		int64 now = generation_now(&recorded);
+		restore(saved);
+		return now;
+	});
 	return std::max(clock_token(), clock_floor(generation, false) + 1);
 }
 
@@ -808,11 +808,10 @@ FENCING_FUNCTION(token_at)
 		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		         errmsg("tokens follow the clock from 1970 to 2109 only"),
 		         errdetail("The clock part of a token is milliseconds since 1970, below 2^42.")));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	bool recorded;
-	int64 generation = generation_now(&recorded);
-	SPI_finish();
+	int64 generation = with_spi([]() {
+		bool recorded;
+		return generation_now(&recorded);
+	});
 	PG_RETURN_INT64(generation_start(generation) + low);
 }
 
