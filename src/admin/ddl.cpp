@@ -1,8 +1,8 @@
 /*
- * protect(), unprotect() and the DDL the extension follows, in C: the event
- * trigger reads the commands PostgreSQL collected and the catalogs through
- * C APIs (no regular expressions over trigger definitions or node text),
- * keeps the registry, and acts on a user's table only as that table's owner
+ * The DDL the extension follows, in C (protect() and unprotect() are in
+ * protect.cpp): the event trigger reads the commands PostgreSQL collected
+ * and the catalogs through C APIs (no regular expressions over trigger
+ * definitions or node text), keeps the registry, and acts on a user's table only as that table's owner
  * with SECURITY_RESTRICTED_OPERATION and a safe search_path, the way VACUUM
  * does.  Nothing here runs with rights the caller lacks except the writes to
  * the extension's own tables (registry, marks, floors), which run as the
@@ -69,6 +69,11 @@ namespace
  */
 int own_ddl = 0;
 
+} // namespace
+
+namespace fencing
+{
+
 /*
  * Runs `sql` (one argument per relation setting) as the owner of `relid`,
  * with SECURITY_RESTRICTED_OPERATION and search_path pg_catalog, pg_temp.
@@ -92,6 +97,11 @@ void run_as_table_owner(Oid relid, const char *sql, int nargs, Oid *types, Datum
 	restore(saved);
 }
 
+} // namespace fencing
+
+namespace
+{
+
 /* Calls fencing.<function>(relation, token column, mode) as the relation's owner. */
 void call_with_settings(const char *function, Oid relid, const char *token_column,
                         fencing::Mode mode)
@@ -104,6 +114,11 @@ void call_with_settings(const char *function, Oid relid, const char *token_colum
 	run_as_table_owner(relid, psprintf("SELECT fencing.%s($1, $2, $3)", function), 3, types,
 	                   values);
 }
+
+} // namespace
+
+namespace fencing
+{
 
 /* A relation's name as messages show it: schema-qualified, quoted where needed. */
 const char *qualified_name(Oid relid)
@@ -118,7 +133,7 @@ const char *qualified_name(Oid relid)
  * lock: a role that may not change the table cannot queue a lock that makes
  * its writers wait.
  */
-Relation open_target(FunctionCallInfo fcinfo, LOCKMODE lock, bool owner_only = false)
+Relation open_target(FunctionCallInfo fcinfo, LOCKMODE lock, bool owner_only)
 {
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -141,6 +156,11 @@ void require_owner(Relation rel)
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
 		               RelationGetRelationName(rel));
 }
+
+} // namespace fencing
+
+namespace
+{
 
 /* The relations of a DDL command the event trigger looks at. */
 struct Collected {
@@ -256,6 +276,11 @@ Collected collect_commands()
 	return collected;
 }
 
+} // namespace
+
+namespace fencing
+{
+
 /* Is the column's default absent, or the constant 0? */
 bool default_is_zero(Relation rel, AttrNumber attnum)
 {
@@ -300,6 +325,11 @@ bool default_is_zero(Relation rel, AttrNumber attnum)
 	table_close(defaults, AccessShareLock);
 	return zero;
 }
+
+} // namespace fencing
+
+namespace
+{
 
 /*
  * Errors unless the token column of a protected table is as protect() left
@@ -394,6 +424,11 @@ bool guard_complete(Oid relid, bool triggers_only)
 	return complete && key_changes && others == when;
 }
 
+} // namespace
+
+namespace fencing
+{
+
 /*
  * The TRUNCATE triggers of a protected table's tree, each made as the owner
  * of the relation it goes on (a partition may have another owner).
@@ -405,6 +440,11 @@ void guard_truncate_tree(const Registration &registration)
 		call_with_settings("_guard_truncate", lfirst_oid(cell), NameStr(registration.token_column),
 		                   registration.mode);
 }
+
+} // namespace fencing
+
+namespace
+{
 
 /*
  * The protected tables a change to `rel` reaches (a trigger on it, a
@@ -429,6 +469,11 @@ void complete_guards_near(Relation rel, bool triggers_only)
 	}
 }
 
+} // namespace
+
+namespace fencing
+{
+
 /*
  * Partitions of `relid` registered on their own (protected once, or detached
  * and attached again) keep marks made under their key identity then: each
@@ -449,6 +494,11 @@ void follow_partition_identities(Oid relid)
 		relation_close(part, NoLock);
 	}
 }
+
+} // namespace fencing
+
+namespace
+{
 
 /* What DDL may not do to a protected table, and what it must follow. */
 void check_guarded(Relation rel, const Collected &collected)
@@ -980,98 +1030,4 @@ FENCING_FUNCTION(refuse_partition_drops)
 		}
 	}
 	PG_RETURN_VOID();
-}
-
-/*
- * fencing.protect(target, token_column, mode): for the table's owner.  The
- * guard is installed by fencing._protect() running as the owner with
- * SECURITY_RESTRICTED_OPERATION (also when a superuser calls), then the
- * registry records the table and its key identity.
- */
-FENCING_FUNCTION(protect)
-{
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-		                errmsg("fencing.protect() arguments must not be null")));
-	/* One protect() or unprotect() of a table at a time: they drop and remake its triggers. */
-	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, true);
-	Oid relid = RelationGetRelid(rel);
-	require_owner(rel);
-	/*
-	 * A temporary table goes at commit (ON COMMIT DROP) or at the session's
-	 * end without sql_drop: its registry row, marks and floor would stay
-	 * under an OID a later relation can take.
-	 */
-	if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
-		ereport(ERROR,
-		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		         errmsg("temporary table \"%s\" cannot be protected", RelationGetRelationName(rel)),
-		         errdetail("A temporary table is dropped at commit or at the session's end "
-		                   "without the event triggers that remove the extension's state "
-		                   "with it."),
-		         errhint("Protect a permanent table.")));
-	relation_close(rel, NoLock);
-	char *column = pstrdup(NameStr(*PG_GETARG_NAME(1)));
-	char *mode_text = TextDatumGetCString(PG_GETARG_DATUM(2));
-	fencing::Mode mode;
-	Oid types[3] = {REGCLASSOID, NAMEOID, TEXTOID};
-	Datum values[3] = {ObjectIdGetDatum(relid), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
-	run_as_table_owner(relid, "SELECT fencing._protect($1, $2, $3)", 3, types, values);
-	if (!parse_mode(mode_text, &mode))
-		elog(ERROR, "fencing: protect() accepted mode \"%s\"", mode_text);
-	Registration made;
-	made.relid = relid;
-	namestrcpy(&made.token_column, column);
-	made.mode = mode;
-	made.is_protected = true;
-	guard_truncate_tree(made);
-	follow_partition_identities(relid);
-	rel = relation_open(relid, AccessShareLock);
-	(void)record_registration(rel, column, mode, true);
-	relation_close(rel, NoLock);
-	PG_RETURN_VOID();
-}
-
-/* fencing.unprotect(target): the guard goes; the registry keeps the key identity. */
-FENCING_FUNCTION(unprotect)
-{
-	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, true);
-	Oid relid = RelationGetRelid(rel);
-	require_owner(rel);
-	relation_close(rel, NoLock);
-	Oid types[1] = {REGCLASSOID};
-	Datum values[1] = {ObjectIdGetDatum(relid)};
-	run_as_table_owner(relid, "SELECT fencing._unprotect($1)", 1, types, values);
-	(void)record_unprotected(relid);
-	PG_RETURN_VOID();
-}
-
-/*
- * fencing._highest_token(rel, column): the highest value of a bigint column
- * over a table and its partitions, read in C (nothing the table's owner
- * defined runs).  For high_water_mark(), which runs as the extension owner.
- */
-FENCING_FUNCTION(highest_token)
-{
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		PG_RETURN_NULL();
-	Relation rel = try_relation_open(PG_GETARG_OID(0), AccessShareLock);
-	if (rel == nullptr)
-		PG_RETURN_NULL();
-	char kind = rel->rd_rel->relkind;
-	int64 highest = kind == RELKIND_RELATION || kind == RELKIND_PARTITIONED_TABLE
-	                    ? highest_stored_token_below(rel, NameStr(*PG_GETARG_NAME(1)))
-	                    : 0;
-	relation_close(rel, AccessShareLock);
-	PG_RETURN_INT64(highest);
-}
-
-/* fencing._default_is_zero(target, column): is the column's default absent or the constant 0? */
-FENCING_FUNCTION(default_is_zero)
-{
-	Relation rel = open_target(fcinfo, AccessShareLock);
-	AttrNumber attnum = user_column(rel, NameStr(*PG_GETARG_NAME(1)));
-	bool zero = attnum == InvalidAttrNumber || default_is_zero(rel, attnum);
-	relation_close(rel, AccessShareLock);
-	PG_RETURN_BOOL(zero);
 }
