@@ -2,11 +2,11 @@
  * The DDL the extension follows, in C (protect() and unprotect() are in
  * protect.cpp): the event trigger reads the commands PostgreSQL collected
  * and the catalogs through C APIs (no regular expressions over trigger
- * definitions or node text), keeps the registry, and acts on a user's table only as that table's owner
- * with SECURITY_RESTRICTED_OPERATION and a safe search_path, the way VACUUM
- * does.  Nothing here runs with rights the caller lacks except the writes to
- * the extension's own tables (registry, marks, floors), which run as the
- * extension owner on SQL of the extension's own, every name qualified.
+ * definitions or node text), keeps the registry, and acts on a user's table only as that table's
+ * owner with SECURITY_RESTRICTED_OPERATION and a safe search_path, the way VACUUM does.  Nothing
+ * here runs with rights the caller lacks except the writes to the extension's own tables (registry,
+ * marks, floors), which run as the extension owner on SQL of the extension's own, every name
+ * qualified.
  */
 #include "citus/citus.hpp"
 #include "admin/ddl.hpp"

@@ -5,7 +5,7 @@
  */
 #include "citus/citus.hpp"
 #include "citus/token_relay.hpp"
-#include "reporting/errors.hpp"
+#include "reporting/rejections.hpp"
 #include "guard/fenced_write.hpp"
 #include "catalog/keys.hpp"
 #include "state/marks.hpp"

@@ -17,7 +17,7 @@
  */
 #include "citus/citus.hpp"
 #include "base/compat.hpp"
-#include "reporting/errors.hpp"
+#include "reporting/rejections.hpp"
 #include "catalog/installed_release.hpp"
 #include "guard/fenced_write.hpp"
 #include "catalog/keys.hpp"

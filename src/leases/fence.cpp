@@ -4,7 +4,7 @@
  * every write of the transaction is fenced.
  */
 #include "base/arguments.hpp"
-#include "reporting/errors.hpp"
+#include "reporting/rejections.hpp"
 #include "leases/resources.hpp"
 #include "base/spi.hpp"
 #include "reporting/stats.hpp"

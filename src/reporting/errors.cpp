@@ -1,9 +1,9 @@
 /*
- * 23T01 and 23T02, worded once for the guard trigger, fenced_update() and fence().
+ * 23T01 and 23T02, worded once for the guard trigger, fenced_update() and
+ * fence().  Only the wording: rejections.cpp counts a rejection and names
+ * its relation (a Citus shard's by its table) before raising it here.
  */
 #include "reporting/errors.hpp"
-#include "state/token_setting.hpp"
-#include "reporting/stats.hpp"
 
 extern "C" {
 #include "utils/builtins.h"
@@ -16,11 +16,11 @@ namespace fencing
 const char *const all_rows = "all rows";
 
 /* "Relation public.t, key (id)=(1)" or "Relation public.t, all rows" for DETAIL. */
-static const char *detail_subject(Relation rel, const char *key)
+static const char *detail_subject(const NamedRelation &rel, const char *key)
 {
 	if (key == all_rows)
-		return psprintf("Relation %s, all rows", relation_display_name(rel));
-	return psprintf("Relation %s, key %s", relation_display_name(rel), key ? key : "(not visible)");
+		return psprintf("Relation %s, all rows", rel.display_name);
+	return psprintf("Relation %s, key %s", rel.display_name, key ? key : "(not visible)");
 }
 
 /* A stored token for DETAIL: its number, or "(not visible)". */
@@ -60,53 +60,48 @@ static int errtokencolumn(Relation rel, AttrNumber token_attnum, const char *con
 	pg_unreachable();
 }
 
-void report_stale(Relation rel, AttrNumber token_attnum, const char *key, Mode mode,
-                  int64 presented, int64 stored)
+void raise_stale(const NamedRelation &rel, AttrNumber token_attnum, const char *key, Mode mode,
+                 int64 presented, int64 stored)
 {
-	note_rejection(rel, nullptr, Rejection::stale, key, presented, stored);
-	stale(rel, token_attnum, psprintf("relation \"%s\"", relation_name(rel)),
-	      detail_subject(rel, key), mode, presented, stored);
+	stale(rel.rel, token_attnum, psprintf("relation \"%s\"", rel.name), detail_subject(rel, key),
+	      mode, presented, stored);
 }
 
-void report_stale_resource(const char *resource, int64 presented, int64 stored)
+void raise_stale_resource(const char *resource, int64 presented, int64 stored)
 {
-	note_rejection(nullptr, resource, Rejection::stale, nullptr, presented, stored);
 	stale(nullptr, InvalidAttrNumber, psprintf("resource \"%s\"", resource),
 	      psprintf("Resource \"%s\"", resource), Mode::monotonic, presented, stored);
 }
 
-void report_missing(Relation rel, AttrNumber token_attnum, const char *key, const char *operation,
-                    int64 stored)
+void raise_missing(const NamedRelation &rel, AttrNumber token_attnum, const char *key,
+                   const char *operation, int64 stored, const char *ignored)
 {
-	note_rejection(rel, nullptr, Rejection::missing, key, 0, stored);
-	const char *ignored = ignored_token_note();
-	ereport(
-	    ERROR,
-	    (errcode(ERRCODE_FENCING_MISSING_TOKEN),
-	     errmsg("missing fencing token for %s on relation \"%s\"", operation, relation_name(rel)),
-	     errdetail("%s: no token presented, stored token %s.%s%s", detail_subject(rel, key),
-	               token_text(stored), ignored ? " " : "", ignored ? ignored : ""),
-	     strcmp(operation, "UPDATE") == 0 || strcmp(operation, "INSERT") == 0
-	         ? errhint("Assign the token column in the statement, or run SET LOCAL "
-	                   "fencing.token = <token> in the transaction first.")
-	         : errhint("Run SET LOCAL fencing.token = <token> in the transaction first."),
-	     errtokencolumn(rel, token_attnum, FENCING_MISSING_CONSTRAINT)));
+	ereport(ERROR,
+	        (errcode(ERRCODE_FENCING_MISSING_TOKEN),
+	         errmsg("missing fencing token for %s on relation \"%s\"", operation, rel.name),
+	         errdetail("%s: no token presented, stored token %s.%s%s", detail_subject(rel, key),
+	                   token_text(stored), ignored ? " " : "", ignored ? ignored : ""),
+	         strcmp(operation, "UPDATE") == 0 || strcmp(operation, "INSERT") == 0
+	             ? errhint("Assign the token column in the statement, or run SET LOCAL "
+	                       "fencing.token = <token> in the transaction first.")
+	             : errhint("Run SET LOCAL fencing.token = <token> in the transaction first."),
+	         errtokencolumn(rel.rel, token_attnum, FENCING_MISSING_CONSTRAINT)));
 	pg_unreachable();
 }
 
-void report_two_tokens(Relation rel, const char *key, const char *column, int64 assigned,
-                       int64 transaction, int64 stored)
+void raise_two_tokens(const NamedRelation &rel, const char *key, const char *column, int64 assigned,
+                      int64 transaction, int64 stored)
 {
 	ereport(ERROR,
 	        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-	         errmsg("two fencing tokens in one write to relation \"%s\"", relation_name(rel)),
+	         errmsg("two fencing tokens in one write to relation \"%s\"", rel.name),
 	         errdetail("%s: the statement assigns token " INT64_FORMAT " to column \"%s\", "
 	                   "fencing.token is " INT64_FORMAT ", stored token %s.",
 	                   detail_subject(rel, key), assigned, column, transaction, token_text(stored)),
 	         errhint("Assign no value to column \"%s\" (fencing.token applies), or assign it "
 	                 "the transaction's token " INT64_FORMAT ".",
 	                 column, transaction),
-	         errtable(rel)));
+	         errtable(rel.rel)));
 	pg_unreachable();
 }
 

@@ -7,7 +7,6 @@
 #pragma once
 
 #include "base/token_compare.hpp"
-#include "catalog/citus_names.hpp"
 
 extern "C" {
 #include "utils/rel.h"
@@ -33,23 +32,32 @@ namespace fencing
 /* The key description of a statement that writes every row (TRUNCATE). */
 extern const char *const all_rows;
 
+/* A relation as messages name it (a Citus shard by its table: rejections.cpp). */
+struct NamedRelation {
+	Relation rel;
+	const char *name;         /* "table" */
+	const char *display_name; /* "schema.table" */
+};
+FENCING_PLAIN_DATA(NamedRelation);
+
 /*
  * Raises 23T01 for a write to `rel` (token column `token_attnum`, key
  * described by `key`, NULL when the caller may not see it) that presented
  * `presented` against `stored` (hidden_token when the caller may not learn it).
  */
-[[noreturn]] void report_stale(Relation rel, AttrNumber token_attnum, const char *key, Mode mode,
-                               int64 presented, int64 stored);
+[[noreturn]] void raise_stale(const NamedRelation &rel, AttrNumber token_attnum, const char *key,
+                              Mode mode, int64 presented, int64 stored);
 
 /* Raises 23T01 for fence() on `resource`. */
-[[noreturn]] void report_stale_resource(const char *resource, int64 presented, int64 stored);
+[[noreturn]] void raise_stale_resource(const char *resource, int64 presented, int64 stored);
 
 /*
  * Raises 23T02 for an `operation` ("UPDATE", ...) on `rel` (token column
- * `token_attnum`) that carries no token.
+ * `token_attnum`) that carries no token; `ignored` (or NULL) says why a value
+ * of fencing.token did not count.
  */
-[[noreturn]] void report_missing(Relation rel, AttrNumber token_attnum, const char *key,
-                                 const char *operation, int64 stored);
+[[noreturn]] void raise_missing(const NamedRelation &rel, AttrNumber token_attnum, const char *key,
+                                const char *operation, int64 stored, const char *ignored);
 
 /*
  * Raises 22023 for an UPDATE of `rel` (key described by `key`) that assigns
@@ -57,7 +65,7 @@ extern const char *const all_rows;
  * `transaction`, and the row's stored token is `stored` (hidden_token when
  * the caller may not learn it): two tokens in one write.
  */
-[[noreturn]] void report_two_tokens(Relation rel, const char *key, const char *column,
-                                    int64 assigned, int64 transaction, int64 stored);
+[[noreturn]] void raise_two_tokens(const NamedRelation &rel, const char *key, const char *column,
+                                   int64 assigned, int64 transaction, int64 stored);
 
 } // namespace fencing
