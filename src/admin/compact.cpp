@@ -511,7 +511,7 @@ FENCING_FUNCTION(compact_resources)
  * compact_resources() a batch per transaction, the floor committed first.
  * Not SECURITY DEFINER (that would forbid the commits): revoked from
  * PUBLIC, it reads and writes the extension's tables as their owner
- * (src/spi.cpp, run_sql()).
+ * (src/base/spi.cpp, run_sql()).
  */
 FENCING_FUNCTION(compact_resources_in_batches)
 {

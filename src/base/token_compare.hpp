@@ -68,7 +68,7 @@ inline const char *mode_name(Mode mode)
 /*
  * The token domain, one for every entry point (docs/design.md): a token is a
  * positive bigint, 1 to 2^63 - 1.  A write may present any of them; only
- * fencing.acquire() keeps the tokens it issues lower (src/tokens.cpp).
+ * fencing.acquire() keeps the tokens it issues lower (src/state/token_issue.cpp).
  *
  * Is this value a token?  0 if it is, else the SQLSTATE that refusing it
  * raises: 22004 for NULL, 22023 for zero or negative.  The one test of the

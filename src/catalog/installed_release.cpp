@@ -1,5 +1,5 @@
 /*
- * The installed layout: see layout.hpp.  Told by which of the extension's
+ * The installed layout: see installed_release.hpp.  Told by which of the extension's
  * tables exist (each release added one): fencing.registry (0.3.0),
  * fencing.floors (0.2.0).  The answer is kept until a relation is created,
  * renamed or dropped anywhere in the database (a pg_class change), which

@@ -17,7 +17,7 @@ namespace fencing
 struct KeyHash {
 	uint8 bytes[32];
 	/*
-	 * With 0.1.0's objects (before ALTER EXTENSION UPDATE, layout.hpp): the
+	 * With 0.1.0's objects (before ALTER EXTENSION UPDATE, catalog/installed_release.hpp): the
 	 * text[] 0.1.0 named the key's marks by; else 0.  Not part of equality.
 	 */
 	Datum text_0_1_0;

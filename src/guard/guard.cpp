@@ -129,7 +129,10 @@ Lend *lend_next(TableInfo *info, bool from_insert, int64 token)
 bool key_changes_unseen(TriggerData *trigger)
 {
 	const TriggerDesc *triggers = trigger->tg_relation->trigdesc;
-	/* On a Citus shard, with a suffix; 0.1.0's objects (layout.hpp) named it otherwise. */
+	/*
+	 * On a Citus shard, with a suffix; 0.1.0's objects
+	 * (catalog/installed_release.hpp) named it otherwise.
+	 */
 	const char *name =
 	    installed_layout() == Layout::v0_1_0 ? "fencing_guard_keys" : "fencing_guard_key_changes";
 	bool others = false, checked = false, when = false;

@@ -47,7 +47,7 @@ RowLock fence_row = {"SELECT token, " RESOURCE_FLOOR
                      " ON CONFLICT (resource) DO NOTHING",
                      nullptr, nullptr};
 
-/* With 0.1.0's objects (layout.hpp), which have no resource floors. */
+/* With 0.1.0's objects (catalog/installed_release.hpp), which have no resource floors. */
 RowLock lease_row_0_1_0 = {
     "SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token, NULL::bigint"
     " FROM fencing.resources WHERE resource = $1 FOR UPDATE",

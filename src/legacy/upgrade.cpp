@@ -1,7 +1,7 @@
 /*
  * What the library keeps of 0.1.0: the conversions ALTER EXTENSION fencing
  * UPDATE needs from C, and what 0.1.0's objects call until that update runs
- * (layout.hpp).
+ * (catalog/installed_release.hpp).
  *
  * 0.1.0 named deleted-key marks by the key's text, printed with fixed
  * DateStyle, TimeZone, IntervalStyle, extra_float_digits and bytea_output,

@@ -97,7 +97,7 @@ bool highest_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types,
 }
 
 /*
- * With 0.1.0's objects (layout.hpp): a key's marks are one row, named by its
+ * With 0.1.0's objects (catalog/installed_release.hpp): a key's marks are one row, named by its
  * text, under the top table of the row's partition tree; there are no floors.
  */
 Oid top_of(const MarkScope &scope)

@@ -66,7 +66,7 @@ void forget(Datum, Oid relid)
 
 /*
  * Before ALTER EXTENSION fencing UPDATE (an older release's objects,
- * layout.hpp): the arguments of the table's own guard trigger (not one
+ * catalog/installed_release.hpp): the arguments of the table's own guard trigger (not one
  * PostgreSQL cloned to a partition), where those releases kept the settings.
  */
 bool read_trigger_registration(Oid relid, Registration *registration)

@@ -249,7 +249,7 @@ bool history_current(Oid sequence, int64 key)
  * answer on every copy of the same data, so a standby promoted before the
  * record reached it still gets a generation above its old primary's.
  * `recorded`: whether the table has this (system, timeline) with this
- * generation already.  0.2.0's objects (layout.hpp) record no generations:
+ * generation already.  0.2.0's objects (catalog/installed_release.hpp) record no generations:
  * the first tokens of their rows tell them; 0.1.0's have no rows: base 1.
  * Call inside SPI_connect.
  */
@@ -641,7 +641,10 @@ void require_issuable(int64 lower)
  */
 int64 reserve(Oid sequence, int64 floor)
 {
-	/* 0.1.0's objects (layout.hpp) keep no history: no margin, the clock still bounds tokens. */
+	/*
+	 * 0.1.0's objects (catalog/installed_release.hpp) keep no history: no
+	 * margin, the clock still bounds tokens.
+	 */
 	Oid history = installed_layout() == Layout::v0_1_0 ? InvalidOid : history_sequence();
 	uint32 timeline = GetWALInsertionTimeLine();
 	LOCKTAG tag;
