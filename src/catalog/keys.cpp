@@ -8,7 +8,6 @@
  * OID, not its search_path-dependent name).
  */
 #include "catalog/keys.hpp"
-#include "catalog/installed_release.hpp"
 
 #include <utility>
 
@@ -182,9 +181,7 @@ KeyHash key_hash(Relation rel, const KeyColumns &key, const Datum *values, const
 	if (pg_cryptohash_final(hash, result.bytes, sizeof result.bytes) < 0)
 		elog(ERROR, "fencing: could not finish a key hash: %s", pg_cryptohash_error(hash));
 	pg_cryptohash_free(hash);
-	result.text_0_1_0 = installed_layout() == Layout::v0_1_0
-	                        ? key_text_0_1_0(rel, key, values, isnull)
-	                        : static_cast<Datum>(0);
+	result.text_0_1_0 = static_cast<Datum>(0);
 	return result;
 }
 

@@ -17,8 +17,9 @@ namespace fencing
 struct KeyHash {
 	uint8 bytes[32];
 	/*
-	 * With 0.1.0's objects (before ALTER EXTENSION UPDATE, catalog/installed_release.hpp): the
-	 * text[] 0.1.0 named the key's marks by; else 0.  Not part of equality.
+	 * With 0.1.0's objects (before ALTER EXTENSION UPDATE): the text[] 0.1.0
+	 * named the key's marks by (legacy/key_text_0_1_0.hpp, key_identity());
+	 * else 0.  Not part of equality.
 	 */
 	Datum text_0_1_0;
 };
@@ -28,11 +29,6 @@ inline bool operator==(const KeyHash &a, const KeyHash &b)
 {
 	return memcmp(a.bytes, b.bytes, sizeof a.bytes) == 0;
 }
-
-/*
- * 0.1.0's name of a key: its columns' text under fixed styles (upgrade.cpp).
- */
-Datum key_text_0_1_0(Relation rel, const KeyColumns &key, const Datum *values, const bool *isnull);
 
 /* The hash of primary key values of `rel`, in index column order. */
 KeyHash key_hash(Relation rel, const KeyColumns &key, const Datum *values, const bool *isnull);

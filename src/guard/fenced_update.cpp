@@ -8,6 +8,7 @@
 #include "reporting/rejections.hpp"
 #include "guard/fenced_write.hpp"
 #include "catalog/keys.hpp"
+#include "legacy/key_text_0_1_0.hpp"
 #include "state/marks.hpp"
 #include "guard/plan_cache.hpp"
 #include "reporting/stats.hpp"
@@ -450,7 +451,7 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 		return Outcome::missing;
 	bool isnull[INDEX_MAX_KEYS] = {false};
 	KeyHash key =
-	    key_hash(call.rel, key_columns(primary_key(call)), key_in_index_order(call), isnull);
+	    key_identity(call.rel, key_columns(primary_key(call)), key_in_index_order(call), isnull);
 	bool marked = call.fence.citus_id != 0
 	                  ? citus_find_high_water_anywhere(call.fence.citus_id, key, stored)
 	                  : find_high_water(mark_scope(call.rel), key, stored);

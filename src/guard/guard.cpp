@@ -18,9 +18,10 @@
 #include "citus/citus.hpp"
 #include "base/compat.hpp"
 #include "reporting/rejections.hpp"
-#include "catalog/installed_release.hpp"
+#include "legacy/installed_release.hpp"
 #include "guard/fenced_write.hpp"
 #include "catalog/keys.hpp"
+#include "legacy/key_text_0_1_0.hpp"
 #include "state/marks.hpp"
 #include "state/registry.hpp"
 #include "state/token_setting.hpp"
@@ -131,7 +132,7 @@ bool key_changes_unseen(TriggerData *trigger)
 	const TriggerDesc *triggers = trigger->tg_relation->trigdesc;
 	/*
 	 * On a Citus shard, with a suffix; 0.1.0's objects
-	 * (catalog/installed_release.hpp) named it otherwise.
+	 * (legacy/installed_release.hpp) named it otherwise.
 	 */
 	const char *name =
 	    installed_layout() == Layout::v0_1_0 ? "fencing_guard_keys" : "fencing_guard_key_changes";
@@ -344,8 +345,8 @@ bool proposed_key(const Write &w, const Lend &lend, HeapTuple row)
 	Datum values[INDEX_MAX_KEYS];
 	bool isnull[INDEX_MAX_KEYS];
 	key_values(w.rel, w.info->key, row, values, isnull);
-	return key_hash(w.rel, w.info->key, values, isnull) ==
-	       key_hash(w.rel, w.info->key, lend.key, lend.key_isnull);
+	return key_identity(w.rel, w.info->key, values, isnull) ==
+	       key_identity(w.rel, w.info->key, lend.key, lend.key_isnull);
 }
 
 /*
@@ -362,8 +363,8 @@ bool fenced_update_row(const Write &w, HeapTuple old_row, int64 assigned)
 	    !list_member_oid(partition_ancestors(w.rel), write->relid))
 		return false;
 	bool isnull[INDEX_MAX_KEYS] = {false};
-	if (!(key_hash(w.rel, w.info->key, write->key, isnull) ==
-	      row_key_hash(w.rel, w.info->key, old_row)))
+	if (!(key_identity(w.rel, w.info->key, write->key, isnull) ==
+	      row_key_identity(w.rel, w.info->key, old_row)))
 		return false;
 	write->taken = true;
 	return true;
@@ -473,7 +474,7 @@ Datum guard_delete(const Write &w, const Lend *taken)
 	else
 		presented = token_from_setting(w, row, "DELETE", stored);
 	check(w, row, presented, stored);
-	mark_deleted(w, row, row_key_hash(w.rel, w.info->key, row), presented);
+	mark_deleted(w, row, row_key_identity(w.rel, w.info->key, row), presented);
 	return PointerGetDatum(row);
 }
 
@@ -486,9 +487,9 @@ Datum guard_new_key(const Write &w)
 	bool update = TRIGGER_FIRED_BY_UPDATE(w.trigger->tg_event);
 	HeapTuple row = update ? w.trigger->tg_newtuple : w.trigger->tg_trigtuple;
 	int64 presented = stored_token(w.rel, row, w.fence->token_attnum);
-	KeyHash key = row_key_hash(w.rel, w.info->key, row);
+	KeyHash key = row_key_identity(w.rel, w.info->key, row);
 	if (update) {
-		KeyHash old_key = row_key_hash(w.rel, w.info->key, w.trigger->tg_trigtuple);
+		KeyHash old_key = row_key_identity(w.rel, w.info->key, w.trigger->tg_trigtuple);
 		if (old_key == key)
 			return PointerGetDatum(nullptr);
 		mark_deleted(w, w.trigger->tg_trigtuple, old_key, presented);

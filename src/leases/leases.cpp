@@ -5,7 +5,7 @@
  */
 #include "base/arguments.hpp"
 #include "base/compat.hpp"
-#include "catalog/installed_release.hpp"
+#include "legacy/installed_release.hpp"
 #include "leases/resources.hpp"
 #include "base/spi.hpp"
 #include "base/token_compare.hpp"

@@ -4,7 +4,7 @@
  * wins, we wait for it, then lock its row).
  */
 #include "leases/resources.hpp"
-#include "catalog/installed_release.hpp"
+#include "legacy/installed_release.hpp"
 #include "base/spi.hpp"
 
 #include <algorithm>
@@ -47,7 +47,7 @@ RowLock fence_row = {"SELECT token, " RESOURCE_FLOOR
                      " ON CONFLICT (resource) DO NOTHING",
                      nullptr, nullptr};
 
-/* With 0.1.0's objects (catalog/installed_release.hpp), which have no resource floors. */
+/* With 0.1.0's objects (legacy/installed_release.hpp), which have no resource floors. */
 RowLock lease_row_0_1_0 = {
     "SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token, NULL::bigint"
     " FROM fencing.resources WHERE resource = $1 FOR UPDATE",

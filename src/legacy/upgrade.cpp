@@ -1,13 +1,12 @@
 /*
- * What the library keeps of 0.1.0: the conversions ALTER EXTENSION fencing
- * UPDATE needs from C, and what 0.1.0's objects call until that update runs
- * (catalog/installed_release.hpp).
- *
- * 0.1.0 named deleted-key marks by the key's text, printed with fixed
- * DateStyle, TimeZone, IntervalStyle, extra_float_digits and bytea_output,
- * numeric scale trimmed and float zeros made one; 0.2.0 names them by the
- * hash of the key's binary images.
+ * 0.1.0: the conversions ALTER EXTENSION fencing UPDATE needs from C (every
+ * upgrade script locks the protected tables with lock_protected_tables()),
+ * and primary_key_columns(), which 0.1.0's protect() calls until that update
+ * runs.  0.1.0 named deleted-key marks by the key's text
+ * (key_text_0_1_0.hpp); 0.2.0 names them by the hash of the key's binary
+ * images, and the update renames them (key_hash_0_1_0()).
  */
+#include "legacy/key_text_0_1_0.hpp"
 #include "catalog/keys.hpp"
 #include "base/compat.hpp"
 #include "base/rights.hpp"
@@ -35,35 +34,6 @@ extern "C" {
 
 namespace
 {
-
-/* The settings 0.1.0 printed keys with, so that their text reads back as the same values. */
-int use_0_1_0_styles()
-{
-	int level = NewGUCNestLevel();
-	const char *settings[][2] = {{"datestyle", "ISO, YMD"}, {"intervalstyle", "postgres"},
-	                             {"timezone", "UTC"},       {"extra_float_digits", "3"},
-	                             {"bytea_output", "hex"},   {"lc_monetary", "C"}};
-	for (auto &setting : settings)
-		(void)set_config_option(setting[0], setting[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-		                        true, 0, false);
-	return level;
-}
-
-/* One text for all the equal values of numeric (scale) and floats (zeros), as 0.1.0 printed them.
- */
-Datum normalized_0_1_0(Oid type, Datum value)
-{
-	switch (type) {
-	case NUMERICOID:
-		return DirectFunctionCall1(numeric_trim_scale, value);
-	case FLOAT4OID:
-		return DatumGetFloat4(value) == 0 ? Float4GetDatum(0.0f) : value;
-	case FLOAT8OID:
-		return DatumGetFloat8(value) == 0 ? Float8GetDatum(0.0) : value;
-	default:
-		return value;
-	}
-}
 
 /*
  * Reads 0.1.0 key texts back into values, inside a subtransaction: a key
@@ -102,27 +72,6 @@ bool read_key(Relation rel, const fencing::KeyColumns &key, Datum *texts, Datum 
 }
 
 } // namespace
-
-Datum fencing::key_text_0_1_0(Relation rel, const KeyColumns &key, const Datum *values,
-                              const bool *isnull)
-{
-	Datum texts[INDEX_MAX_KEYS];
-	int level = use_0_1_0_styles();
-	for (int i = 0; i < key.count; i++) {
-		if (isnull[i]) {
-			texts[i] = CStringGetTextDatum("");
-			continue;
-		}
-		Oid type = TupleDescAttr(RelationGetDescr(rel), key.attnums[i] - 1)->atttypid;
-		Oid output;
-		bool varlena;
-		getTypeOutputInfo(type, &output, &varlena);
-		texts[i] =
-		    CStringGetTextDatum(OidOutputFunctionCall(output, normalized_0_1_0(type, values[i])));
-	}
-	AtEOXact_GUC(true, level);
-	return PointerGetDatum(construct_array(texts, key.count, TEXTOID, -1, false, TYPALIGN_INT));
-}
 
 /*
  * fencing.primary_key_columns(target), called by 0.1.0's protect(): the
@@ -185,7 +134,7 @@ FENCING_FUNCTION(key_hash_0_1_0)
 		 * constraints): as the owner, never as the superuser running the
 		 * update (SECURITY.md).
 		 */
-		int level = use_0_1_0_styles();
+		int level = fencing::use_0_1_0_styles();
 		fencing::Rights saved = fencing::become(fencing::relation_owner(RelationGetRelid(rel)));
 		ok = read_key(rel, key, texts, values);
 		fencing::restore(saved);

@@ -3,7 +3,8 @@
  * extension owner's rights through prepared plans.
  */
 #include "state/marks.hpp"
-#include "catalog/installed_release.hpp"
+#include "legacy/marks_0_1_0.hpp"
+#include "legacy/installed_release.hpp"
 #include "catalog/relation.hpp"
 #include "base/spi.hpp"
 
@@ -33,8 +34,6 @@ SPIPlanPtr record_plan = nullptr;
 SPIPlanPtr floor_plan = nullptr;
 SPIPlanPtr scope_floor_plan = nullptr;
 SPIPlanPtr compaction_plan = nullptr;
-SPIPlanPtr find_plan_0_1_0 = nullptr;
-SPIPlanPtr record_plan_0_1_0 = nullptr;
 
 /*
  * The floors this backend read, by relation: the highest floor over the
@@ -96,35 +95,10 @@ bool highest_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types,
 	return !isnull;
 }
 
-/*
- * With 0.1.0's objects (catalog/installed_release.hpp): a key's marks are one row, named by its
- * text, under the top table of the row's partition tree; there are no floors.
- */
+/* With 0.1.0's objects, a key's marks are under the top table of the row's partition tree. */
 Oid top_of(const MarkScope &scope)
 {
 	return scope.relids[scope.count - 1];
-}
-
-bool find_mark_0_1_0(const MarkScope &scope, const KeyHash &key, int64 *mark)
-{
-	Oid types[2] = {REGCLASSOID, TEXTARRAYOID};
-	Datum values[2] = {ObjectIdGetDatum(top_of(scope)), key.text_0_1_0};
-	return highest_as_owner(&find_plan_0_1_0,
-	                        "SELECT token FROM fencing.deleted_keys"
-	                        " WHERE relid OPERATOR(pg_catalog.=) $1"
-	                        " AND key OPERATOR(pg_catalog.=) $2",
-	                        2, types, values, mark);
-}
-
-void record_mark_0_1_0(const MarkScope &scope, const KeyHash &key, int64 token)
-{
-	Oid types[3] = {REGCLASSOID, TEXTARRAYOID, INT8OID};
-	Datum values[3] = {ObjectIdGetDatum(top_of(scope)), key.text_0_1_0, Int64GetDatum(token)};
-	raise_as_owner(&record_plan_0_1_0,
-	               "INSERT INTO fencing.deleted_keys AS d (relid, key, token) VALUES ($1, $2, $3)"
-	               " ON CONFLICT (relid, key) DO UPDATE"
-	               " SET token = GREATEST(d.token, EXCLUDED.token), deleted_at = pg_catalog.now()",
-	               3, types, values);
 }
 
 } // namespace
@@ -144,7 +118,7 @@ MarkScope mark_scope(Relation rel)
 bool find_high_water(const MarkScope &scope, const KeyHash &key, int64 *mark)
 {
 	if (installed_layout() == Layout::v0_1_0)
-		return find_mark_0_1_0(scope, key, mark);
+		return find_mark_0_1_0(top_of(scope), key.text_0_1_0, mark);
 	Oid types[2] = {REGCLASSARRAYOID, BYTEAOID};
 	Datum values[2] = {relid_array(scope), key_hash_datum(key)};
 	return highest_as_owner(&high_water_plan,
@@ -161,7 +135,7 @@ bool find_high_water(const MarkScope &scope, const KeyHash &key, int64 *mark)
 void record_mark(const MarkScope &scope, const KeyHash &key, int64 token)
 {
 	if (installed_layout() == Layout::v0_1_0) {
-		record_mark_0_1_0(scope, key, token);
+		record_mark_0_1_0(top_of(scope), key.text_0_1_0, token);
 		return;
 	}
 	Oid types[3] = {REGCLASSARRAYOID, BYTEAOID, INT8OID};

@@ -3,7 +3,7 @@
  */
 #include "state/registry.hpp"
 #include "base/compat.hpp"
-#include "catalog/installed_release.hpp"
+#include "legacy/installed_release.hpp"
 #include "base/spi.hpp"
 #include "catalog/relation.hpp"
 
@@ -66,7 +66,7 @@ void forget(Datum, Oid relid)
 
 /*
  * Before ALTER EXTENSION fencing UPDATE (an older release's objects,
- * catalog/installed_release.hpp): the arguments of the table's own guard trigger (not one
+ * legacy/installed_release.hpp): the arguments of the table's own guard trigger (not one
  * PostgreSQL cloned to a partition), where those releases kept the settings.
  */
 bool read_trigger_registration(Oid relid, Registration *registration)

@@ -33,7 +33,7 @@
 #include "base/rights.hpp"
 #include "base/compat.hpp"
 #include "base/late_load.hpp"
-#include "catalog/installed_release.hpp"
+#include "legacy/installed_release.hpp"
 #include "base/spi.hpp"
 #include "base/token_compare.hpp"
 
@@ -249,7 +249,7 @@ bool history_current(Oid sequence, int64 key)
  * answer on every copy of the same data, so a standby promoted before the
  * record reached it still gets a generation above its old primary's.
  * `recorded`: whether the table has this (system, timeline) with this
- * generation already.  0.2.0's objects (catalog/installed_release.hpp) record no generations:
+ * generation already.  0.2.0's objects (legacy/installed_release.hpp) record no generations:
  * the first tokens of their rows tell them; 0.1.0's have no rows: base 1.
  * Call inside SPI_connect.
  */
@@ -642,7 +642,7 @@ void require_issuable(int64 lower)
 int64 reserve(Oid sequence, int64 floor)
 {
 	/*
-	 * 0.1.0's objects (catalog/installed_release.hpp) keep no history: no
+	 * 0.1.0's objects (legacy/installed_release.hpp) keep no history: no
 	 * margin, the clock still bounds tokens.
 	 */
 	Oid history = installed_layout() == Layout::v0_1_0 ? InvalidOid : history_sequence();

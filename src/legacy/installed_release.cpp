@@ -5,7 +5,7 @@
  * renamed or dropped anywhere in the database (a pg_class change), which
  * ALTER EXTENSION UPDATE is.
  */
-#include "catalog/installed_release.hpp"
+#include "legacy/installed_release.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
