@@ -245,7 +245,7 @@ Tree raise_table_floor(Oid relid, int64 below, MemoryContext keep, int64 *remove
 	if (rel == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
 		                errmsg("relation with OID %u does not exist", relid)));
-	TableFence fence;
+	TableSettings fence;
 	Registration registration;
 	if (!find_guard(rel, &fence) || !protection_of(rel, &registration))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -214,7 +214,7 @@ Oid marks_of(Oid relid, Oid marks_schema)
 	if (!OidIsValid(marks) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		return InvalidOid;
 	Relation rel = relation_open(relid, AccessShareLock);
-	TableFence fence;
+	TableSettings fence;
 	bool protected_here = find_guard(rel, &fence) && fence.citus_id == static_cast<int64>(relid);
 	relation_close(rel, AccessShareLock);
 	return protected_here ? marks : InvalidOid;

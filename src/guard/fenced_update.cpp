@@ -55,7 +55,7 @@ struct Call {
 	Relation rel;
 	Bitmapset *key_attrs; /* primary key columns (relcache), offset by FirstLowInvalid... */
 	mutable Relation pk;  /* the primary key index, opened only when needed */
-	TableFence fence;
+	TableSettings fence;
 	int64 token;
 	bool skip_stale;
 	Columns key;     /* in primary key order */

@@ -83,7 +83,7 @@ FENCING_PLAIN_DATA(Lend);
 /* What a trigger needs to know of its table, worked out once per statement (fn_extra). */
 struct TableInfo {
 	Oid trigger_oid;
-	TableFence fence;
+	TableSettings fence;
 	KeyColumns key;
 	bool scope_known;
 	MarkScope scope; /* where marks of this relation's keys live */
@@ -171,7 +171,7 @@ bool key_changes_unseen(TriggerData *trigger)
  * on a worker the registry, which lives on the coordinator, has no row for
  * it); any other refuses every write, whoever made it.
  */
-void fence_of_unprotected(TriggerData *trigger, TableFence *fence)
+void fence_of_unprotected(TriggerData *trigger, TableSettings *fence)
 {
 	const char *qualified, *name;
 	bool hash = false;
@@ -205,7 +205,7 @@ TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 {
 	auto *info = static_cast<TableInfo *>(fcinfo->flinfo->fn_extra);
 	if (info == nullptr || info->trigger_oid != trigger->tg_trigger->tgoid) {
-		TableFence fence;
+		TableSettings fence;
 		if (!fence_from_trigger(trigger->tg_relation, trigger->tg_trigger, &fence))
 			fence_of_unprotected(trigger, &fence);
 		KeyColumns key = primary_key_columns(trigger->tg_relation);
@@ -231,7 +231,7 @@ struct Write {
 	TriggerData *trigger;
 	Relation rel;
 	TableInfo *info;
-	const TableFence *fence;
+	const TableSettings *fence;
 };
 FENCING_PLAIN_DATA(Write);
 
@@ -512,7 +512,7 @@ Datum guard_new_key(const Write &w)
 Datum guard_truncate(TriggerData *trigger)
 {
 	Relation rel = trigger->tg_relation;
-	TableFence fence;
+	TableSettings fence;
 	if (!find_guard(rel, &fence)) {
 		/*
 		 * A partition detached from a protected table, or a table no longer

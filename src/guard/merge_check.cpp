@@ -44,7 +44,7 @@ void check_merge(const QueryDesc *query)
 	{
 		Oid relid = rt_fetch(lfirst_int(result), statement->rtable)->relid;
 		Relation rel = relation_open(relid, NoLock);
-		fencing::TableFence fence;
+		fencing::TableSettings fence;
 		bool guarded = fencing::find_guard(rel, &fence);
 		relation_close(rel, NoLock);
 		if (!guarded)

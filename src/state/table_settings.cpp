@@ -34,7 +34,7 @@ static AttrNumber token_column(Relation rel, const char *name)
 	return attnum;
 }
 
-void fence_from_arguments(Relation rel, const Trigger *trigger, TableFence *fence)
+void fence_from_arguments(Relation rel, const Trigger *trigger, TableSettings *fence)
 {
 	char *end = nullptr;
 	fence->citus_id = trigger->tgnargs == 3 ? strtoll(trigger->tgargs[2], &end, 10) : 0;
@@ -51,7 +51,7 @@ void fence_from_arguments(Relation rel, const Trigger *trigger, TableFence *fenc
 
 /* The settings that the registration of `rel` or of its protected ancestor gives it. */
 static void fence_from_registration(Relation rel, const Registration &registration,
-                                    TableFence *fence)
+                                    TableSettings *fence)
 {
 	fence->token_attnum = token_column(rel, NameStr(registration.token_column));
 	fence->mode = registration.mode;
@@ -74,7 +74,7 @@ static bool installed_by_protect(const Trigger *trigger, const Registration &reg
 	       strcmp(trigger->tgargs[1], mode_name(registration.mode)) == 0;
 }
 
-bool fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence)
+bool fence_from_trigger(Relation rel, const Trigger *trigger, TableSettings *fence)
 {
 	Registration registration;
 	if (!protection_of(rel, &registration))
@@ -100,7 +100,7 @@ bool fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence)
 	return true;
 }
 
-bool find_guard(Relation rel, TableFence *fence)
+bool find_guard(Relation rel, TableSettings *fence)
 {
 	const Trigger *guard = nullptr;
 	TriggerDesc *triggers = rel->trigdesc;
@@ -127,7 +127,7 @@ bool find_guard(Relation rel, TableFence *fence)
 	return false;
 }
 
-void fence_of_table(Relation rel, TableFence *fence)
+void fence_of_table(Relation rel, TableSettings *fence)
 {
 	if (find_guard(rel, fence))
 		return;

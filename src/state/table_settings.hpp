@@ -11,7 +11,7 @@ namespace fencing
 {
 
 /* A table's fencing settings. */
-struct TableFence {
+struct TableSettings {
 	AttrNumber token_attnum;
 	Mode mode;
 	bool is_protected;
@@ -24,25 +24,25 @@ struct TableFence {
  * protects neither.  Errors (55000) if the trigger is not one that
  * fencing.protect() installed for those settings.
  */
-bool fence_from_trigger(Relation rel, const Trigger *trigger, TableFence *fence);
+bool fence_from_trigger(Relation rel, const Trigger *trigger, TableSettings *fence);
 
 /*
  * Reads settings from a guard trigger's arguments (token column, mode[,
  * Citus marks id]): only for a Citus shard, whose triggers Citus copied.
  */
-void fence_from_arguments(Relation rel, const Trigger *trigger, TableFence *fence);
+void fence_from_arguments(Relation rel, const Trigger *trigger, TableSettings *fence);
 
 /*
  * The settings of `rel` if the registry protects it (or a Citus shard's
  * guard describes it); false otherwise.
  */
-bool find_guard(Relation rel, TableFence *fence);
+bool find_guard(Relation rel, TableSettings *fence);
 
 /*
  * The settings fenced_update() uses for `rel`: its guard trigger's, or for an
  * unprotected table with a last_fencing_token column, monotonic.
  */
-void fence_of_table(Relation rel, TableFence *fence);
-FENCING_PLAIN_DATA(TableFence);
+void fence_of_table(Relation rel, TableSettings *fence);
+FENCING_PLAIN_DATA(TableSettings);
 
 } // namespace fencing
