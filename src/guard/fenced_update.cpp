@@ -7,6 +7,7 @@
 #include "citus/token_relay.hpp"
 #include "reporting/rejections.hpp"
 #include "guard/fenced_write.hpp"
+#include "base/spi.hpp"
 #include "catalog/keys.hpp"
 #include "legacy/key_text_0_1_0.hpp"
 #include "state/marks.hpp"
@@ -543,43 +544,42 @@ FENCING_FUNCTION(fenced_update)
 	if (!token_accepts(call.fence.mode, floor, call.token)) {
 		outcome = Outcome::stale;
 	} else {
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "fencing: SPI_connect failed");
-		FencedPlans local;
-		FencedPlans *volatile plans = plans_for(call, &local);
-		/* The guard takes `call.token` as this row's token, whatever fencing.token holds. */
-		auto *write = static_cast<FencedWrite *>(palloc(sizeof(FencedWrite)));
-		*write = FencedWrite{RelationGetRelid(call.rel), key_in_index_order(call), call.token,
-		                     false, running_fenced_write};
-		/*
-		 * On Citus, a call that is its whole statement (SELECT
-		 * fencing.fenced_update(...) outside a transaction block) writes as
-		 * that UPDATE statement would: in one round trip to the shard's
-		 * worker, which commits it there, instead of BEGIN, UPDATE, COMMIT.
-		 */
-		volatile int alone =
-		    call.fence.citus_id != 0 && citus_call_is_statement(fcinfo->flinfo->fn_expr)
-		        ? citus_commit_alone()
-		        : -1;
-		plans->users++;
-		running_fenced_write = write;
-		PG_TRY();
-		{
-			/* A second attempt sees a row inserted after the first one's snapshot. */
-			for (int tries = 0; outcome == Outcome::skipped && tries < 2; tries++) {
-				write->taken = false;
-				outcome = attempt(call, *plans, &stored);
+		with_spi([&]() {
+			FencedPlans local;
+			FencedPlans *volatile plans = plans_for(call, &local);
+			/* The guard takes `call.token` as this row's token, whatever fencing.token holds. */
+			auto *write = static_cast<FencedWrite *>(palloc(sizeof(FencedWrite)));
+			*write = FencedWrite{RelationGetRelid(call.rel), key_in_index_order(call), call.token,
+			                     false, running_fenced_write};
+			/*
+			 * On Citus, a call that is its whole statement (SELECT
+			 * fencing.fenced_update(...) outside a transaction block) writes as
+			 * that UPDATE statement would: in one round trip to the shard's
+			 * worker, which commits it there, instead of BEGIN, UPDATE, COMMIT.
+			 */
+			volatile int alone =
+			    call.fence.citus_id != 0 && citus_call_is_statement(fcinfo->flinfo->fn_expr)
+			        ? citus_commit_alone()
+			        : -1;
+			plans->users++;
+			running_fenced_write = write;
+			PG_TRY();
+			{
+				/* A second attempt sees a row inserted after the first one's snapshot. */
+				for (int tries = 0; outcome == Outcome::skipped && tries < 2; tries++) {
+					write->taken = false;
+					outcome = attempt(call, *plans, &stored);
+				}
 			}
-		}
-		PG_FINALLY();
-		{
-			running_fenced_write = write->outer;
-			plans->users--;
-		}
-		PG_END_TRY();
-		if (alone >= 0)
-			citus_commit_alone_end(alone);
-		SPI_finish();
+			PG_FINALLY();
+			{
+				running_fenced_write = write->outer;
+				plans->users--;
+			}
+			PG_END_TRY();
+			if (alone >= 0)
+				citus_commit_alone_end(alone);
+		});
 	}
 
 	if (outcome == Outcome::stale && !call.skip_stale)

@@ -121,15 +121,21 @@ FENCING_FUNCTION(grant_token)
 	PG_RETURN_INT64(token);
 }
 
-/* acquire(resource, holder, ttl): a new token if no live lease holds the resource, else NULL. */
-FENCING_FUNCTION(acquire)
+namespace
 {
-	char *resource = require_name(fcinfo, 0, "resource");
-	char *holder = require_name(fcinfo, 1, "holder");
-	Datum ttl = require_ttl(fcinfo, 2);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
+/* What acquire() got: a token, granted in one statement or after locking the row; or a live lease.
+ */
+struct Grant {
+	int64 token;
+	bool in_one_statement;
+	bool live;
+};
+FENCING_PLAIN_DATA(Grant);
+
+/* acquire()'s work with SPI connected. */
+Grant grant_lease(const char *resource, const char *holder, Datum ttl)
+{
 	Datum name = CStringGetTextDatum(resource);
 	Datum holder_text = CStringGetTextDatum(holder);
 	if (installed_layout() == Layout::current) {
@@ -150,18 +156,12 @@ FENCING_FUNCTION(acquire)
 		grant_nonce = 0;
 		if (SPI_processed == 1) {
 			bool isnull;
-			int64 token = DatumGetInt64(result_value(0, 1, &isnull));
-			SPI_finish();
-			note_grant(token);
-			require_durable_commit();
-			PG_RETURN_INT64(token);
+			return Grant{DatumGetInt64(result_value(0, 1, &isnull)), true, false};
 		}
 	}
 	Lease lease = lock_lease(resource);
-	if (lease.live) {
-		SPI_finish();
-		PG_RETURN_NULL();
-	}
+	if (lease.live)
+		return Grant{0, false, true};
 	require_grant_confirmation();
 	int64 token = issue_token(lease.token);
 	Oid types[4] = {TEXTOID, TEXTOID, INT8OID, INTERVALOID};
@@ -174,9 +174,26 @@ FENCING_FUNCTION(acquire)
 	                            4, types);
 	Datum values[4] = {name, holder_text, Int64GetDatum(token), ttl};
 	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
-	SPI_finish();
+	return Grant{token, false, false};
+}
+
+} // namespace
+
+/* acquire(resource, holder, ttl): a new token if no live lease holds the resource, else NULL. */
+FENCING_FUNCTION(acquire)
+{
+	char *resource = require_name(fcinfo, 0, "resource");
+	char *holder = require_name(fcinfo, 1, "holder");
+	Datum ttl = require_ttl(fcinfo, 2);
+
+	Grant grant =
+	    with_spi([resource, holder, ttl]() { return grant_lease(resource, holder, ttl); });
+	if (grant.live)
+		PG_RETURN_NULL();
+	if (grant.in_one_statement)
+		note_grant(grant.token);
 	require_durable_commit();
-	PG_RETURN_INT64(token);
+	PG_RETURN_INT64(grant.token);
 }
 
 /* renew(resource, holder, token, ttl): extends a live lease; false if it was lost. */
