@@ -8,6 +8,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "utils/snapmgr.h"
 }
 
 namespace fencing
@@ -96,6 +97,27 @@ Datum relid_array(List *relids)
 Datum result_value(uint64 row, int column, bool *isnull)
 {
 	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, isnull);
+}
+
+bool read_mark_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
+                        int64 *mark)
+{
+	int rc = run_as_owner(cache, sql, nargs, types, values, GetLatestSnapshot(), true);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "fencing: reading marks failed: %s", SPI_result_code_string(rc));
+	bool isnull = true;
+	if (SPI_processed > 0)
+		*mark = DatumGetInt64(result_value(0, 1, &isnull));
+	SPI_finish();
+	return !isnull;
+}
+
+void raise_mark_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values)
+{
+	int rc = run_as_owner(cache, sql, nargs, types, values, InvalidSnapshot, false);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "fencing: raising a mark failed: %s", SPI_result_code_string(rc));
+	SPI_finish();
 }
 
 } // namespace fencing

@@ -65,6 +65,17 @@ int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datu
 int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
             bool read_only, bool as_owner);
 
+/*
+ * The mark (a bigint) a one-column query of the extension's marks or floors
+ * returns, run as its owner on the latest committed state; false if none or
+ * NULL.
+ */
+bool read_mark_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
+                        int64 *mark);
+
+/* Runs an upsert that raises a mark or a floor (never lowering it), as the extension owner. */
+void raise_mark_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values);
+
 /* A list of relation OIDs as a regclass[] parameter. */
 Datum relid_array(List *relids);
 

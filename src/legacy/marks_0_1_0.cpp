@@ -7,7 +7,6 @@
 
 extern "C" {
 #include "catalog/pg_type.h"
-#include "utils/snapmgr.h"
 }
 
 namespace fencing
@@ -25,33 +24,23 @@ bool find_mark_0_1_0(Oid top, Datum key_text, int64 *mark)
 {
 	Oid types[2] = {REGCLASSOID, TEXTARRAYOID};
 	Datum values[2] = {ObjectIdGetDatum(top), key_text};
-	int rc = run_as_owner(&find_plan,
-	                      "SELECT token FROM fencing.deleted_keys"
-	                      " WHERE relid OPERATOR(pg_catalog.=) $1"
-	                      " AND key OPERATOR(pg_catalog.=) $2",
-	                      2, types, values, GetLatestSnapshot(), true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading marks failed: %s", SPI_result_code_string(rc));
-	bool isnull = true;
-	if (SPI_processed > 0)
-		*mark = DatumGetInt64(result_value(0, 1, &isnull));
-	SPI_finish();
-	return !isnull;
+	return read_mark_as_owner(&find_plan,
+	                          "SELECT token FROM fencing.deleted_keys"
+	                          " WHERE relid OPERATOR(pg_catalog.=) $1"
+	                          " AND key OPERATOR(pg_catalog.=) $2",
+	                          2, types, values, mark);
 }
 
 void record_mark_0_1_0(Oid top, Datum key_text, int64 token)
 {
 	Oid types[3] = {REGCLASSOID, TEXTARRAYOID, INT8OID};
 	Datum values[3] = {ObjectIdGetDatum(top), key_text, Int64GetDatum(token)};
-	int rc = run_as_owner(
+	raise_mark_as_owner(
 	    &record_plan,
 	    "INSERT INTO fencing.deleted_keys AS d (relid, key, token) VALUES ($1, $2, $3)"
 	    " ON CONFLICT (relid, key) DO UPDATE"
 	    " SET token = GREATEST(d.token, EXCLUDED.token), deleted_at = pg_catalog.now()",
-	    3, types, values, InvalidSnapshot, false);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "fencing: raising a mark failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
+	    3, types, values);
 }
 
 } // namespace fencing

@@ -62,15 +62,6 @@ void forget_floor(Datum, Oid relid)
 	(void)hash_search(floor_cache, &relid, HASH_REMOVE, nullptr);
 }
 
-/* Runs an upsert that raises a mark (never lowering it), as the extension owner. */
-void raise_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values)
-{
-	int rc = run_as_owner(cache, sql, nargs, types, values, InvalidSnapshot, false);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "fencing: raising a mark failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
-}
-
 Datum relid_array(const MarkScope &scope)
 {
 	Datum *relids = static_cast<Datum *>(palloc(sizeof(Datum) * scope.count));
@@ -78,21 +69,6 @@ Datum relid_array(const MarkScope &scope)
 		relids[i] = ObjectIdGetDatum(scope.relids[i]);
 	return PointerGetDatum(
 	    construct_array(relids, scope.count, REGCLASSOID, sizeof(Oid), true, TYPALIGN_INT));
-}
-
-/* The token a one-column query of the marks returns, as of the latest committed state; false if
- * none. */
-bool highest_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
-                      int64 *mark)
-{
-	int rc = run_as_owner(cache, sql, nargs, types, values, GetLatestSnapshot(), true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading marks failed: %s", SPI_result_code_string(rc));
-	bool isnull = true;
-	if (SPI_processed > 0)
-		*mark = DatumGetInt64(result_value(0, 1, &isnull));
-	SPI_finish();
-	return !isnull;
 }
 
 /* With 0.1.0's objects, a key's marks are under the top table of the row's partition tree. */
@@ -121,15 +97,15 @@ bool find_high_water(const MarkScope &scope, const KeyHash &key, int64 *mark)
 		return find_mark_0_1_0(top_of(scope), key.text_0_1_0, mark);
 	Oid types[2] = {REGCLASSARRAYOID, BYTEAOID};
 	Datum values[2] = {relid_array(scope), key_hash_datum(key)};
-	return highest_as_owner(&high_water_plan,
-	                        "SELECT pg_catalog.max(token) FROM ("
-	                        " SELECT token FROM fencing.deleted_keys"
-	                        "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1)"
-	                        "  AND key OPERATOR(pg_catalog.=) $2"
-	                        " UNION ALL"
-	                        " SELECT token FROM fencing.floors"
-	                        "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1)) marks",
-	                        2, types, values, mark);
+	return read_mark_as_owner(&high_water_plan,
+	                          "SELECT pg_catalog.max(token) FROM ("
+	                          " SELECT token FROM fencing.deleted_keys"
+	                          "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1)"
+	                          "  AND key OPERATOR(pg_catalog.=) $2"
+	                          " UNION ALL"
+	                          " SELECT token FROM fencing.floors"
+	                          "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1)) marks",
+	                          2, types, values, mark);
 }
 
 void record_mark(const MarkScope &scope, const KeyHash &key, int64 token)
@@ -140,13 +116,13 @@ void record_mark(const MarkScope &scope, const KeyHash &key, int64 token)
 	}
 	Oid types[3] = {REGCLASSARRAYOID, BYTEAOID, INT8OID};
 	Datum values[3] = {relid_array(scope), key_hash_datum(key), Int64GetDatum(token)};
-	raise_as_owner(&record_plan,
-	               "INSERT INTO fencing.deleted_keys (relid, key, token)"
-	               " SELECT r, $2, $3 FROM pg_catalog.unnest($1) r"
-	               " ON CONFLICT (relid, key) DO UPDATE"
-	               " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
-	               " WHERE fencing.token_accepts(deleted_keys.token, EXCLUDED.token, false)",
-	               3, types, values);
+	raise_mark_as_owner(&record_plan,
+	                    "INSERT INTO fencing.deleted_keys (relid, key, token)"
+	                    " SELECT r, $2, $3 FROM pg_catalog.unnest($1) r"
+	                    " ON CONFLICT (relid, key) DO UPDATE"
+	                    " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
+	                    " WHERE fencing.token_accepts(deleted_keys.token, EXCLUDED.token, false)",
+	                    3, types, values);
 }
 
 namespace
@@ -218,21 +194,22 @@ void raise_floor(Oid relid, int64 token, bool every_write)
 	Oid types[2] = {REGCLASSOID, INT8OID};
 	Datum values[2] = {ObjectIdGetDatum(relid), Int64GetDatum(token)};
 	if (!every_write) {
-		raise_as_owner(&floor_plan,
-		               "INSERT INTO fencing.floors (relid, token) VALUES ($1, $2)"
-		               " ON CONFLICT (relid) DO UPDATE"
-		               " SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
-		               " WHERE fencing.token_accepts(floors.token, EXCLUDED.token, false)",
-		               2, types, values);
+		raise_mark_as_owner(&floor_plan,
+		                    "INSERT INTO fencing.floors (relid, token) VALUES ($1, $2)"
+		                    " ON CONFLICT (relid) DO UPDATE"
+		                    " SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
+		                    " WHERE fencing.token_accepts(floors.token, EXCLUDED.token, false)",
+		                    2, types, values);
 		return;
 	}
-	raise_as_owner(&compaction_plan,
-	               "INSERT INTO fencing.floors AS f (relid, token, compacted) VALUES ($1, $2, $2)"
-	               " ON CONFLICT (relid) DO UPDATE"
-	               " SET token = GREATEST(f.token, EXCLUDED.token),"
-	               "     compacted = EXCLUDED.compacted, raised_at = pg_catalog.now()"
-	               " WHERE f.compacted OPERATOR(pg_catalog.<) EXCLUDED.compacted",
-	               2, types, values);
+	raise_mark_as_owner(
+	    &compaction_plan,
+	    "INSERT INTO fencing.floors AS f (relid, token, compacted) VALUES ($1, $2, $2)"
+	    " ON CONFLICT (relid) DO UPDATE"
+	    " SET token = GREATEST(f.token, EXCLUDED.token),"
+	    "     compacted = EXCLUDED.compacted, raised_at = pg_catalog.now()"
+	    " WHERE f.compacted OPERATOR(pg_catalog.<) EXCLUDED.compacted",
+	    2, types, values);
 	/* Every backend's cached floor of the relation. */
 	CacheInvalidateRelcacheByRelid(relid);
 }
