@@ -3,36 +3,10 @@
 EXTENSION = fencing
 EXTVERSION = 0.4.0
 MODULE_big = fencing
-OBJS = \
-	src/layout.o \
-	src/rights.o \
-	src/registry.o \
-	src/ddl.o \
-	src/compact.o \
-	src/citus.o \
-	src/settings.o \
-	src/late_load.o \
-	src/merge.o \
-	src/stats.o \
-	src/token.o \
-	src/errors.o \
-	src/table.o \
-	src/keys.o \
-	src/marks.o \
-	src/protect.o \
-	src/guard.o \
-	src/plan_cache.o \
-	src/fenced_update.o \
-	src/spi.o \
-	src/arguments.o \
-	src/tokens.o \
-	src/resources.o \
-	src/leases.o \
-	src/lease_queue.o \
-	src/acquire.o \
-	src/renew_all.o \
-	src/fence.o \
-	src/upgrade.o
+# Every source of src/, one folder per layer (src/LAYERS; test/lint/includes
+# checks that includes run down the layers only).
+SOURCES = $(sort $(wildcard src/*/*.cpp))
+OBJS = $(SOURCES:.cpp=.o)
 
 # Every released version's full script (CREATE EXTENSION fencing VERSION '0.1.0'
 # works with the current library, which serves every release's objects until
@@ -52,16 +26,20 @@ DATA = sql/fencing--0.3.0.sql sql/fencing--0.2.0--0.3.0.sql \
 	sql/fencing--0.2.0.sql sql/fencing--0.1.0.sql sql/fencing--0.1.0--0.2.0.sql
 DATA_built = sql/fencing--$(EXTVERSION).sql $(UPGRADES:%=sql/fencing--%.sql)
 
-# pg_regress tests: sql/NAME.sql against expected/NAME.out
-REGRESS = setup partition_identity token_scope split_brain guard modes inputs marks lending merge_by_source truncate fenced_update leases lease_wait fence clock generations compact compact_batches compact_batches_attack \
-	partitioned ddl security plan_cache nested stats stats_2pc token_domain orm_writeback registry ddl_routes diagnostics session_token grant_token guard_switch drop_routes
+# pg_regress tests: test/schedule lists them (sql/NAME.sql against
+# expected/NAME.out, in order) with the servers each runs on: REGRESS those
+# of a server that preloads the module, REGRESS_UNLOADED those of one that
+# does not.  test/lint/schedule checks the list against sql/.
+schedule_of = $(shell awk 'NF > 1 && $$1 ~ /^[a-z]/ { for (i = 2; i <= NF; i++) if ($$i == "$(1)") print $$1 }' test/schedule)
+REGRESS = $(call schedule_of,preloaded)
+REGRESS_UNLOADED = $(call schedule_of,unloaded)
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 
-# isolation tests: test/isolation/specs/NAME.spec
-ISOLATION = stale_after_commit lower_waits_for_higher rollback_lets_lower \
-	repeatable_read update_vs_delete concurrent_insert three_writers \
-	acquire_race acquire_expiry fence_order first_grant detach_pending compact_batches compact_batch_locks acquire_reuse \
-	lease_wait_timeouts lease_wait_queue
+# isolation tests: test/isolation/specs/NAME.spec, all of them; those that
+# also run on a server that does not preload the module (acquire() with wait
+# polls there: the same timeouts and errors, no queue)
+ISOLATION = $(basename $(notdir $(sort $(wildcard test/isolation/specs/*.spec))))
+ISOLATION_UNLOADED = lease_wait_timeouts
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
 
 PG_CONFIG ?= pg_config
@@ -69,8 +47,8 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 includedir_server := $(shell $(PG_CONFIG) --includedir-server)
 
 # PostgreSQL headers are system headers to us; our own code is held to -Wall -Wextra.
-PG_CPPFLAGS = -isystem $(includedir_server)
-PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-register
+PG_CPPFLAGS = -I$(srcdir)/src -isystem $(includedir_server) -DFENCING_VERSION=\"$(EXTVERSION)\"
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-register -MMD -MP
 ifeq ($(WERROR),1)
 PG_CXXFLAGS += -Werror
 endif
@@ -80,7 +58,46 @@ SHLIB_LINK = -lstdc++
 # of this module is not worth a clang dependency.
 override with_llvm = no
 
+# The contributor's loop (CONTRIBUTING.md), without root and without touching
+# the system's PostgreSQL: test/dev builds, installs into a private copy of
+# the PostgreSQL of PG_CONFIG (tmp_check/, made once by test/tmp_install) and
+# runs the tests on a throwaway cluster of that copy.
+#   make check               the regression and isolation tests on a cluster
+#                            that preloads the module, then the "unloaded"
+#                            ones (test/schedule) on one that does not
+#   make check TEST=NAME     one test: sql/NAME.sql (after setup, on the
+#                            servers test/schedule gives it) or
+#                            test/isolation/specs/NAME.spec
+#   make check-tap [TEST=t/NNN_name.pl]   the TAP tests (test/t), or one
+# Give these goals alone: they run make again inside test/dev, and PGXS'
+# own "check" (not supported for extensions) is not read for them.
+CHECK_GOALS = check check-tap
+ifneq ($(filter $(CHECK_GOALS),$(MAKECMDGOALS)),)
+DEV = MAKEFLAGS= MAKEOVERRIDES= $(if $(filter command line environment,$(origin PG_CONFIG)),PG_CONFIG=$(PG_CONFIG)) test/dev
+CHECK_SETUP = $(if $(filter setup,$(TEST)),setup,setup $(TEST))
+.PHONY: check check-tap
+check:
+	@test/lint/schedule >/dev/null || test/lint/schedule
+ifeq ($(TEST),)
+	$(DEV) $(MAKE) -s installcheck
+	$(DEV) --no-preload $(MAKE) -s installcheck REGRESS="$(REGRESS_UNLOADED)" ISOLATION="$(ISOLATION_UNLOADED)"
+else ifneq ($(wildcard sql/$(TEST).sql),)
+ifneq ($(filter $(TEST),$(REGRESS)),)
+	$(DEV) $(MAKE) -s installcheck REGRESS="$(CHECK_SETUP)" ISOLATION=
+endif
+ifneq ($(filter $(TEST),$(REGRESS_UNLOADED)),)
+	$(DEV) --no-preload $(MAKE) -s installcheck REGRESS="$(CHECK_SETUP)" ISOLATION=
+endif
+else ifneq ($(wildcard test/isolation/specs/$(TEST).spec),)
+	$(DEV) $(MAKE) -s installcheck REGRESS= ISOLATION=$(TEST)
+else
+	@echo "make check: no test $(TEST) (sql/$(TEST).sql or test/isolation/specs/$(TEST).spec)" >&2; exit 1
+endif
+check-tap:
+	$(DEV) $(MAKE) -s prove_installcheck $(if $(TEST),PROVE_TESTS="$(patsubst test/%,%,$(TEST))")
+else
 include $(PGXS)
+endif
 
 # The SQL scripts: files concatenated (a blank line between two), each line
 # "--@include FILE" replaced by FILE.  `make clean` removes them (DATA_built).
@@ -93,9 +110,9 @@ sql/fencing--$(EXTVERSION).sql: $(SQL_SOURCES)
 $(UPGRADES:%=sql/fencing--%.sql): sql/fencing--%.sql: sql/upgrade/%.sql $(SQL_SOURCES)
 	$(SQL_ASSEMBLE) $< >$@ || { rm -f $@; exit 1; }
 
-# PGXS tracks no header dependencies: every object depends on every header
-# (a struct that grows must not leave stale objects behind).
-$(OBJS): $(wildcard src/*.hpp)
+# Header dependencies, written by the compiler (-MMD -MP) beside each object.
+EXTRA_CLEAN = $(OBJS:.o=.d)
+-include $(OBJS:.o=.d)
 
 # Side-by-side benchmarks on a throwaway cluster (see test/bench/run --help).
 .PHONY: bench
@@ -119,7 +136,8 @@ prove_installcheck:
 		[ $$status -eq 0 ] || tail -n 40 tmp_check/log/regress_log_* 2>/dev/null; \
 		rm -rf "$$tmp"; exit $$status; \
 	else \
-		$(TAP_ENV) prove -I $(pgxs_dir)/src/test/perl -I test/t $(PROVE_FLAGS) test/t/*.pl; \
+		$(TAP_ENV) prove -I $(pgxs_dir)/src/test/perl -I test/t $(PROVE_FLAGS) \
+			$(or $(addprefix test/,$(PROVE_TESTS)),test/t/*.pl); \
 	fi
 
 # clang-tidy (.clang-tidy: bugprone, clang-analyzer) over the extension's sources.
@@ -130,7 +148,7 @@ tidy:
 
 # clang-format (.clang-format) over every C++ file: `make format` applies it,
 # `make format-check` (run by test/check) fails on any difference.
-FORMAT_FILES = $(wildcard src/*.cpp src/*.hpp test/*/*.cpp test/*/*.hpp)
+FORMAT_FILES = $(wildcard src/*/*.cpp src/*/*.hpp test/*/*.cpp test/*/*.hpp)
 .PHONY: format format-check
 format:
 	clang-format -i $(FORMAT_FILES)

@@ -1,7 +1,7 @@
 -- MERGE ... WHEN NOT MATCHED BY SOURCE (PostgreSQL 17+) updates and deletes
 -- rows that no source row matches: they are fenced like any UPDATE or DELETE.
 -- An UPDATE action of that kind counts with the WHEN MATCHED ones when the
--- token column must be assigned by all of them or by none (src/merge.cpp):
+-- token column must be assigned by all of them or by none (src/guard/merge_check.cpp):
 -- the guard sees the union of the columns the actions assign, so a row that
 -- takes an action not assigning it would present its stored token as its own.
 -- Before 17 there is no such action (expected/merge_by_source_1.out: skipped).

@@ -35,7 +35,7 @@ END
 $$;
 GRANT USAGE ON SCHEMA t TO PUBLIC;
 
--- mark_key(images) names a key as fencing.deleted_keys does (src/keys.cpp),
+-- mark_key(images) names a key as fencing.deleted_keys does (src/catalog/keys.cpp),
 -- written here independently: SHA-256 over length-prefixed fields, a version
 -- tag first, then each key column's image (int8send(n) for integers, the
 -- bytes of a text in the database encoding ...).

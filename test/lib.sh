@@ -10,21 +10,47 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 say() { printf '== %s\n' "$*" >&2; }
 
-# Installs what the build and the tests need, only when something is missing.
+# Installs what a job needs, only when something is missing, by tiers:
+#   ensure_dependencies [TIER ...]       (no TIER: all)
+#   build     the compiler, make and PostgreSQL 15's server headers
+#   regress   build, and what pg_regress, the isolation tester and the TAP
+#             tests need (libipc-run-perl)
+#   harness   build, and the worker harness (libpq, hiredis, redis-server):
+#             test/replay, the main job, needs these two tiers only
+#   all       everything test/check runs (drivers, ORMs, Patroni and etcd,
+#             a JDK, npm, SPIN, debootstrap, clang tools, packaging)
+# A contributor needs only build and regress (CONTRIBUTING.md).
+dependencies_of() {
+	case "$1" in
+	build) echo postgresql-server-dev-15 build-essential g++ gcc make ;;
+	regress) dependencies_of build; echo postgresql-15 libipc-run-perl ;;
+	harness) dependencies_of build; echo postgresql-15 libpq-dev libhiredis-dev redis-server ;;
+	client) echo python3-psycopg ;;
+	all)
+		dependencies_of regress
+		dependencies_of harness
+		echo python3-psycopg python3-psycopg2 python3-asyncpg pgbouncer python3-django \
+			python3-sqlalchemy debootstrap rsync debhelper postgresql-server-dev-all dpkg-dev \
+			clang-tidy clang-format libpostgresql-jdbc-java libspring-jdbc-java patroni \
+			etcd-server etcd-client python3-etcd nftables iproute2 util-linux patch \
+			default-jdk-headless npm spin
+		;;
+	*) echo "test/lib.sh: unknown dependency tier $1" >&2; return 1 ;;
+	esac
+}
 ensure_dependencies() {
-	local need=()
-	[ -f /usr/include/postgresql/15/server/postgres.h ] || need+=(postgresql-server-dev-15)
-	for pkg in libipc-run-perl libpq-dev libhiredis-dev redis-server python3-psycopg \
-		python3-psycopg2 python3-asyncpg pgbouncer python3-django python3-sqlalchemy debootstrap rsync debhelper postgresql-server-dev-all build-essential dpkg-dev clang-tidy clang-format libpostgresql-jdbc-java libspring-jdbc-java \
-		patroni etcd-server etcd-client python3-etcd nftables iproute2 util-linux patch; do
-		dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+	local tiers=("$@") pkg need=() wanted
+	[ ${#tiers[@]} -gt 0 ] || tiers=(all)
+	wanted=$(for tier in "${tiers[@]}"; do dependencies_of "$tier" || exit 1; done | tr ' ' '\n' | sort -u) ||
+		exit 1
+	for pkg in $wanted; do
+		case "$pkg" in
+		# Commands that other packages may provide: present is enough.
+		default-jdk-headless) command -v javac >/dev/null || need+=("$pkg") ;;
+		npm | spin | make | gcc | g++) command -v "$pkg" >/dev/null || need+=("$pkg") ;;
+		*) dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg") ;;
+		esac
 	done
-	command -v g++ >/dev/null || need+=(g++)
-	command -v make >/dev/null || need+=(make)
-	command -v javac >/dev/null || need+=(default-jdk-headless)
-	command -v npm >/dev/null || need+=(npm)
-	command -v spin >/dev/null || need+=(spin)
-	command -v gcc >/dev/null || need+=(gcc)
 	if [ ${#need[@]} -gt 0 ]; then
 		say "installing ${need[*]}"
 		if [ "$(id -u)" -ne 0 ]; then

@@ -13,7 +13,7 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION fencing.compact(regclass, bigint) IS
 'raises a protected table''s floor to below (no write may present a lower token) and removes the deleted-key marks under it; returns how many';
 
--- compact() a batch per transaction (src/compact.cpp): the floor is raised
+-- compact() a batch per transaction (src/admin/compact.cpp): the floor is raised
 -- and committed first (writers wait for that moment only), then the marks go
 -- a batch per transaction.  CALLed on its own.
 CREATE OR REPLACE PROCEDURE fencing.compact_in_batches(target regclass, below bigint,
@@ -24,7 +24,7 @@ LANGUAGE C;
 COMMENT ON PROCEDURE fencing.compact_in_batches(regclass, bigint, integer, bigint) IS
 'compact() without holding writers off: raises the floor, then removes the marks under it batch_size at a time, committing each batch';
 
--- In C (src/compact.cpp), SECURITY DEFINER: the tables it writes are the
+-- In C (src/admin/compact.cpp), SECURITY DEFINER: the tables it writes are the
 -- extension owner's.  A floor is a token: not more than one above every token
 -- the lock manager issued for the resources and what it can issue by now
 -- (not the fences' tokens, which any caller picks: the floor is also

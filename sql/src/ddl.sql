@@ -6,7 +6,7 @@
 -- partitions detached leave their history to the table, the guard follows
 -- key changes and other BEFORE UPDATE triggers, and DDL that would leave a
 -- protected table unguarded (or change its token column) is refused.  In C
--- (src/ddl.cpp): it reads the collected commands and the catalogs through C
+-- (src/admin/ddl.cpp): it reads the collected commands and the catalogs through C
 -- APIs.  It fires for every role's DDL and runs with that role's rights; it
 -- writes the extension's tables as the extension owner and changes a
 -- table's triggers as the table's owner, with SECURITY_RESTRICTED_OPERATION.
@@ -42,7 +42,7 @@ BEGIN
 	USING pg_event_trigger_dropped_objects() o
 	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND r.relid = o.objid;
 	-- Citus: a dropped distributed table's floor, from the coordinator (its
-	-- marks table is in the same DROP TABLE: see src/citus.cpp).  Only with
+	-- marks table is in the same DROP TABLE: see src/citus/token_relay.cpp).  Only with
 	-- Citus installed and a schema fencing_citus the extension made: anyone
 	-- with CREATE on the database can make a schema of that name.
 	IF EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus')
@@ -66,7 +66,7 @@ COMMENT ON FUNCTION fencing._forget_dropped_marks() IS
 -- can drop tables), _before_drop() loads the module, whose object access
 -- hook records every partition the command drops; at sql_drop,
 -- _refuse_partition_drops() refuses those whose protected table stays, and
--- fails closed on a drop the hook did not watch.  In C (src/ddl.cpp), with
+-- fails closed on a drop the hook did not watch.  In C (src/admin/ddl.cpp), with
 -- the dropping role's rights.
 CREATE OR REPLACE FUNCTION fencing._before_drop()
 RETURNS event_trigger

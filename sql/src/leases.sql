@@ -15,7 +15,7 @@ COMMENT ON FUNCTION fencing.acquire(text, text, interval, interval) IS
 'grants the lease on a resource if no live lease holds it (waiting up to wait, first come first served) and returns a new fencing token; NULL otherwise';
 
 -- The token of acquire()'s grant, issued inside its UPDATE once the row is
--- locked (src/leases.cpp); refused outside that statement, and to any call
+-- locked (src/leases/leases.cpp); refused outside that statement, and to any call
 -- without the random nonce that acquire() passes that statement alone (a
 -- trigger on fencing.resources runs inside it, in the same transaction).
 CREATE OR REPLACE FUNCTION fencing._grant_token(floor bigint, nonce bigint DEFAULT NULL)
@@ -159,7 +159,7 @@ COMMENT ON FUNCTION fencing.token_at(timestamptz) IS
 'the lowest token this server issues at that moment in its current generation (a floor for compaction)';
 
 -- The highest value of a bigint column over a table and its partitions, read
--- in C (src/ddl.cpp); for high_water_mark().
+-- in C (src/admin/protect.cpp); for high_water_mark().
 CREATE OR REPLACE FUNCTION fencing._highest_token(rel regclass, token_column name)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'highest_token'

@@ -230,7 +230,7 @@ COMMENT ON FUNCTION fencing._guard_key_changes(regclass, name, text) IS
 
 -- Protect a table: token column, guard triggers and the registry.  For the
 -- table's owner; the guard is made by _protect() running as the owner with
--- SECURITY_RESTRICTED_OPERATION (src/ddl.cpp), then the registry records
+-- SECURITY_RESTRICTED_OPERATION (src/admin/protect.cpp), then the registry records
 -- the table and its key identity (raising the floor for new keys if its
 -- marks were made under another identity).
 CREATE OR REPLACE FUNCTION fencing.protect(

@@ -4,8 +4,9 @@
 -- the identity of the primary key their marks were made under (key columns
 -- in order, their types, collations and type modifiers; collations by name,
 -- since pg_upgrade keeps no collation OIDs).  Written only by protect(),
--- unprotect() and the DDL the extension follows (src/ddl.cpp), with the
--- extension owner's rights; the extension knows its tables from here, never
+-- unprotect() (src/admin/protect.cpp) and the DDL the extension follows
+-- (src/admin/ddl.cpp), with the extension owner's rights; the extension
+-- knows its tables from here, never
 -- from trigger names.  An unprotected table keeps its row (protected =
 -- false): protecting it again under another key identity raises its floor.
 CREATE TABLE fencing.registry (

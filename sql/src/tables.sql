@@ -4,7 +4,7 @@
 
 -- High-water marks that outlive rows, written only by the guard with the
 -- extension owner's rights.  A key is named by the SHA-256 hash of its
--- columns' binary images (src/keys.cpp), under the relation that held the
+-- columns' binary images (src/catalog/keys.cpp), under the relation that held the
 -- row and each of its partition ancestors.  Dumped by pg_dump.
 CREATE TABLE fencing.deleted_keys (
 	relid regclass NOT NULL,
@@ -32,7 +32,7 @@ COMMENT ON TABLE fencing.floors IS
 -- PostgreSQL as the lock manager: leases and resource fences.
 
 -- A bound at or above every token handed out, for every resource: the tokens
--- themselves (generation, then the clock in milliseconds: src/tokens.cpp) are
+-- themselves (generation, then the clock in milliseconds: src/state/token_issue.cpp) are
 -- handed out below it.  A sequence, because it does not roll back with the
 -- transaction that set it: a token is never issued twice.  Not dumped: a
 -- database restored from a dump starts a new history, and its tokens go above

@@ -1,7 +1,7 @@
 -- fencing 0.3.0 -> 0.4.0
 \echo Use "ALTER EXTENSION fencing UPDATE TO '0.4.0'" to load this file. \quit
 
--- Every protected table first (src/upgrade.cpp): running writes finish and
+-- Every protected table first (src/legacy/upgrade.cpp): running writes finish and
 -- later ones wait for the update, instead of deadlocking with it.
 CREATE FUNCTION fencing._lock_protected_tables() RETURNS void
 AS 'MODULE_PATHNAME', 'lock_protected_tables' LANGUAGE C;

@@ -3,7 +3,7 @@
  * situations guarded() must survive: out of memory, a throw that skips a
  * PG_TRY's PG_END_TRY, and a throw that skips popping an error context.
  */
-#include "boundary.hpp"
+#include "base/boundary.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;

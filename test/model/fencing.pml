@@ -67,7 +67,7 @@
 #define max(a, b) ((a) > (b) -> (a) : (b))
 #define name(me) ((me) + 'A' - 1)   /* workers are A, B, C in the traces */
 
-/* The one comparison (src/token.hpp, fencing::token_accepts). */
+/* The one comparison (src/base/token_compare.hpp, fencing::token_accepts). */
 #ifdef STRICT
 #define accepts(t, stored) ((t) > (stored))
 #else

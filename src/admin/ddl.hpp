@@ -1,0 +1,58 @@
+/*
+ * The DDL the extension follows (ddl.cpp): the parts entry/module.cpp calls,
+ * and what protect() and unprotect() (protect.cpp) share with it.
+ */
+#pragma once
+
+#include "base/boundary.hpp"
+#include "state/registry.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/objectaccess.h"
+#include "storage/lockdefs.h"
+#include "utils/rel.h"
+}
+
+namespace fencing
+{
+
+/* From _PG_init: a module loaded during a statement may have missed its drops. */
+void ddl_module_loaded();
+
+/* The object access hook: records the partitions a command drops. */
+void ddl_object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id);
+
+/* At the end of a transaction: forgets the partitions it dropped. */
+void ddl_end_of_transaction(XactEvent event);
+
+/*
+ * Runs `sql` (one argument per relation setting) as the owner of `relid`,
+ * with SECURITY_RESTRICTED_OPERATION and search_path pg_catalog, pg_temp;
+ * the event trigger leaves the guard it changes alone meanwhile.
+ */
+void run_as_table_owner(Oid relid, const char *sql, int nargs, Oid *types, Datum *values);
+
+/*
+ * Opens the relation of a function's first argument, or errors with 42P01
+ * (a missing one) or, with `owner_only`, 42501 (one the current user does
+ * not own) before taking the lock.
+ */
+Relation open_target(FunctionCallInfo fcinfo, LOCKMODE lock, bool owner_only = false);
+
+/* Errors (42501) unless the current user owns the relation. */
+void require_owner(Relation rel);
+
+/* Is the column's default absent, or the constant 0? */
+bool default_is_zero(Relation rel, AttrNumber attnum);
+
+/* The TRUNCATE triggers of a protected table's tree, each made as its relation's owner. */
+void guard_truncate_tree(const Registration &registration);
+
+/* Partitions of `relid` registered on their own get their floors and new key identities. */
+void follow_partition_identities(Oid relid);
+
+/* A relation's name as messages show it: schema-qualified, quoted where needed. */
+const char *qualified_name(Oid relid);
+
+} // namespace fencing

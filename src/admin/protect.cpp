@@ -1,0 +1,116 @@
+/*
+ * fencing.protect() and fencing.unprotect(), and the helpers their SQL
+ * calls: the guard is made and removed by SQL functions that run as the
+ * table's owner with SECURITY_RESTRICTED_OPERATION and a safe search_path
+ * (admin/ddl.hpp, run_as_table_owner()), the way VACUUM acts on a user's
+ * table; then the registry records the table.  The event triggers that
+ * follow later DDL are in ddl.cpp.
+ */
+#include "admin/ddl.hpp"
+#include "base/compat.hpp"
+#include "catalog/relation.hpp"
+#include "state/registry.hpp"
+
+extern "C" {
+#include "access/relation.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/rel.h"
+}
+
+using namespace fencing;
+
+/*
+ * fencing.protect(target, token_column, mode): for the table's owner.  The
+ * guard is installed by fencing._protect() running as the owner with
+ * SECURITY_RESTRICTED_OPERATION (also when a superuser calls), then the
+ * registry records the table and its key identity.
+ */
+FENCING_FUNCTION(protect)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+		                errmsg("fencing.protect() arguments must not be null")));
+	/* One protect() or unprotect() of a table at a time: they drop and remake its triggers. */
+	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, true);
+	Oid relid = RelationGetRelid(rel);
+	require_owner(rel);
+	/*
+	 * A temporary table goes at commit (ON COMMIT DROP) or at the session's
+	 * end without sql_drop: its registry row, marks and floor would stay
+	 * under an OID a later relation can take.
+	 */
+	if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
+		ereport(ERROR,
+		        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		         errmsg("temporary table \"%s\" cannot be protected", RelationGetRelationName(rel)),
+		         errdetail("A temporary table is dropped at commit or at the session's end "
+		                   "without the event triggers that remove the extension's state "
+		                   "with it."),
+		         errhint("Protect a permanent table.")));
+	relation_close(rel, NoLock);
+	char *column = pstrdup(NameStr(*PG_GETARG_NAME(1)));
+	char *mode_text = TextDatumGetCString(PG_GETARG_DATUM(2));
+	fencing::Mode mode;
+	Oid types[3] = {REGCLASSOID, NAMEOID, TEXTOID};
+	Datum values[3] = {ObjectIdGetDatum(relid), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
+	run_as_table_owner(relid, "SELECT fencing._protect($1, $2, $3)", 3, types, values);
+	if (!parse_mode(mode_text, &mode))
+		elog(ERROR, "fencing: protect() accepted mode \"%s\"", mode_text);
+	Registration made;
+	made.relid = relid;
+	namestrcpy(&made.token_column, column);
+	made.mode = mode;
+	made.is_protected = true;
+	guard_truncate_tree(made);
+	follow_partition_identities(relid);
+	rel = relation_open(relid, AccessShareLock);
+	(void)record_registration(rel, column, mode, true);
+	relation_close(rel, NoLock);
+	PG_RETURN_VOID();
+}
+
+/* fencing.unprotect(target): the guard goes; the registry keeps the key identity. */
+FENCING_FUNCTION(unprotect)
+{
+	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, true);
+	Oid relid = RelationGetRelid(rel);
+	require_owner(rel);
+	relation_close(rel, NoLock);
+	Oid types[1] = {REGCLASSOID};
+	Datum values[1] = {ObjectIdGetDatum(relid)};
+	run_as_table_owner(relid, "SELECT fencing._unprotect($1)", 1, types, values);
+	(void)record_unprotected(relid);
+	PG_RETURN_VOID();
+}
+
+/*
+ * fencing._highest_token(rel, column): the highest value of a bigint column
+ * over a table and its partitions, read in C (nothing the table's owner
+ * defined runs).  For high_water_mark(), which runs as the extension owner.
+ */
+FENCING_FUNCTION(highest_token)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	Relation rel = try_relation_open(PG_GETARG_OID(0), AccessShareLock);
+	if (rel == nullptr)
+		PG_RETURN_NULL();
+	char kind = rel->rd_rel->relkind;
+	int64 highest = kind == RELKIND_RELATION || kind == RELKIND_PARTITIONED_TABLE
+	                    ? highest_stored_token_below(rel, NameStr(*PG_GETARG_NAME(1)))
+	                    : 0;
+	relation_close(rel, AccessShareLock);
+	PG_RETURN_INT64(highest);
+}
+
+/* fencing._default_is_zero(target, column): is the column's default absent or the constant 0? */
+FENCING_FUNCTION(default_is_zero)
+{
+	Relation rel = open_target(fcinfo, AccessShareLock);
+	AttrNumber attnum = user_column(rel, NameStr(*PG_GETARG_NAME(1)));
+	bool zero = attnum == InvalidAttrNumber || default_is_zero(rel, attnum);
+	relation_close(rel, AccessShareLock);
+	PG_RETURN_BOOL(zero);
+}

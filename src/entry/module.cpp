@@ -1,0 +1,262 @@
+/*
+ * The module's entry: PG_MODULE_MAGIC, _PG_init, and every hook the
+ * extension takes from PostgreSQL, each installed once, here, chaining the
+ * one that was there before.  A hook dispatches to the features in the
+ * order its list below gives (and says why); no other file assigns a hook
+ * variable.  The settings are defined in settings.cpp, before the hooks.
+ *
+ * To add a feature to a hook: export a plain function from the feature
+ * (before or after PostgreSQL's work, as it needs), call it from the hook
+ * below at the place its order asks for, and add it to that hook's list.
+ * The same for the end of a transaction: one XactCallback and one
+ * SubXactCallback dispatch to every feature.  One exception:
+ * require_durable_commit() (state/token_issue.cpp) registers its callbacks
+ * when a grant first needs them, so that they run before every other
+ * callback of the transaction, other modules' included.
+ */
+#include "admin/ddl.hpp"
+#include "base/boundary.hpp"
+#include "base/compat.hpp"
+#include "citus/token_relay.hpp"
+#include "entry/settings.hpp"
+#include "guard/merge_check.hpp"
+#include "leases/lease_queue.hpp"
+#include "reporting/stats.hpp"
+#include "state/token_issue.hpp"
+#include "state/token_setting.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/objectaccess.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "tcop/utility.h"
+#include "utils/guc.h"
+
+FENCING_MODULE_MAGIC;
+void _PG_init(void);
+}
+
+namespace
+{
+
+/* Loaded by shared_preload_libraries: only then is there shared memory (stats, token windows). */
+bool preloaded = false;
+
+ExecutorStart_hook_type previous_executor_start = nullptr;
+ExecutorRun_hook_type previous_executor_run = nullptr;
+ExecutorFinish_hook_type previous_executor_finish = nullptr;
+ExecutorEnd_hook_type previous_executor_end = nullptr;
+ProcessUtility_hook_type previous_process_utility = nullptr;
+shmem_request_hook_type previous_shmem_request = nullptr;
+shmem_startup_hook_type previous_shmem_startup = nullptr;
+object_access_hook_type previous_object_access = nullptr;
+
+/*
+ * ExecutorStart:
+ *  1. Citus: the workers get fencing.token before the statement runs, and a
+ *     statement that writes is noted (citus/token_relay);
+ *  2. the MERGE check (guard/merge_check), before anything is written;
+ *  3. the previous hook, or PostgreSQL's.
+ */
+void executor_start(QueryDesc *query, int eflags)
+{
+	fencing::citus_executor_start(query);
+	fencing::merge_check(query);
+	if (previous_executor_start != nullptr)
+		previous_executor_start(query, eflags);
+	else
+		standard_ExecutorStart(query, eflags);
+}
+
+/*
+ * ExecutorRun: the previous hook or PostgreSQL's, with Citus' count of the
+ * executors that run one inside the other around it, also on error.
+ */
+void executor_run(FENCING_EXECUTOR_RUN_PARAMS)
+{
+	fencing::citus_executor_run_begins();
+	PG_TRY();
+	{
+		if (previous_executor_run != nullptr)
+			previous_executor_run(FENCING_EXECUTOR_RUN_ARGS);
+		else
+			standard_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS);
+	}
+	PG_FINALLY();
+	{
+		fencing::citus_executor_run_ends();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * ExecutorFinish:
+ *  1. the MERGE check again (the module may have loaded after the statement
+ *     started: the guard loads it on its first row);
+ *  2. the previous hook, or PostgreSQL's (AFTER triggers run there);
+ *  3. Citus: fencing.token must not have changed while the statement ran.
+ */
+void executor_finish(QueryDesc *query)
+{
+	fencing::merge_check(query);
+	if (previous_executor_finish != nullptr)
+		previous_executor_finish(query);
+	else
+		standard_ExecutorFinish(query);
+	fencing::citus_executor_finish(query);
+}
+
+/*
+ * ExecutorEnd:
+ *  1. Citus forgets a statement that ended without finishing;
+ *  2. the previous hook, or PostgreSQL's.
+ */
+void executor_end(QueryDesc *query)
+{
+	fencing::citus_executor_end(query);
+	if (previous_executor_end != nullptr)
+		previous_executor_end(query);
+	else
+		standard_ExecutorEnd(query);
+}
+
+/*
+ * ProcessUtility:
+ *  1. statistics (preloaded only): PREPARE TRANSACTION's gid is noted;
+ *  2. Citus: COPY FROM sends fencing.token; DROP TABLE drops the marks
+ *     tables too (the statement may be replaced by a copy);
+ *  3. the previous hook, or PostgreSQL's;
+ *  4. statistics (preloaded only): COMMIT and ROLLBACK PREPARED settle the
+ *     prepared transaction's counts once they succeeded.
+ */
+void process_utility(PlannedStmt *statement, const char *text, bool read_only,
+                     ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *env,
+                     DestReceiver *dest, QueryCompletion *completion)
+{
+	fencing::StatsUtility seen{TRANS_STMT_BEGIN, ""};
+	if (preloaded)
+		seen = fencing::stats_before_utility(statement);
+	statement = fencing::citus_before_utility(statement);
+	if (previous_process_utility != nullptr)
+		previous_process_utility(statement, text, read_only, context, params, env, dest,
+		                         completion);
+	else
+		standard_ProcessUtility(statement, text, read_only, context, params, env, dest, completion);
+	if (preloaded)
+		fencing::stats_after_utility(seen);
+}
+
+/*
+ * shmem_request (preloaded only): the previous hook; the token windows
+ * (state/token_issue); the statistics (reporting/stats); the queue of
+ * waiting acquire() calls (leases/lease_queue).
+ */
+void shmem_request()
+{
+	if (previous_shmem_request != nullptr)
+		previous_shmem_request();
+	fencing::token_issue_request_shmem();
+	fencing::stats_request_shmem();
+	fencing::lease_queue_request_shmem();
+}
+
+/* shmem_startup (preloaded only): the same order as shmem_request(). */
+void shmem_startup()
+{
+	if (previous_shmem_startup != nullptr)
+		previous_shmem_startup();
+	fencing::token_issue_startup_shmem();
+	fencing::stats_startup_shmem();
+	fencing::lease_queue_startup_shmem();
+}
+
+/*
+ * object_access: the previous hook; then the DDL follower records the
+ * partitions a command drops (admin/ddl).
+ */
+void object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id, void *arg)
+{
+	if (previous_object_access != nullptr)
+		previous_object_access(access, class_id, object_id, sub_id, arg);
+	fencing::ddl_object_access(access, class_id, object_id, sub_id);
+}
+
+/*
+ * The end of a transaction (every event goes to each; each picks its own):
+ *  1. the DDL follower forgets the partitions dropped (admin/ddl);
+ *  2. statistics (preloaded only): accepted writes reach shared memory;
+ *  3. Citus forgets the token the workers got (citus/token_relay);
+ *  4. the lease queue (preloaded only): at commit, the first waiter of a
+ *     resource this transaction released is woken, and a grant's place in
+ *     line goes (leases/lease_queue);
+ *  5. fencing.token: the warning about an unused session value
+ *     (state/token_setting), last, once nothing else can fail.
+ */
+void end_of_transaction(XactEvent event, void *)
+{
+	fencing::ddl_end_of_transaction(event);
+	if (preloaded)
+		fencing::stats_end_of_transaction(event);
+	fencing::citus_end_of_transaction(event);
+	if (preloaded)
+		fencing::lease_queue_end_of_transaction(event);
+	fencing::token_setting_end_of_transaction(event);
+}
+
+/*
+ * The start or end of a subtransaction:
+ *  1. statistics (preloaded only): the counts saved for it are kept or dropped;
+ *  2. Citus: the workers' token is unknown again;
+ *  3. the lease queue (preloaded only): a grant's place goes with its
+ *     rolled-back subtransaction, or passes to the parent.
+ */
+void end_of_subtransaction(SubXactEvent event, SubTransactionId subid, SubTransactionId parent,
+                           void *)
+{
+	if (preloaded)
+		fencing::stats_end_of_subtransaction(event);
+	fencing::citus_end_of_subtransaction(event);
+	if (preloaded)
+		fencing::lease_queue_end_of_subtransaction(event, subid, parent);
+}
+
+/* Installs every hook, each once, chaining the previous one. */
+void install_hooks()
+{
+	previous_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = executor_start;
+	previous_executor_run = ExecutorRun_hook;
+	ExecutorRun_hook = executor_run;
+	previous_executor_finish = ExecutorFinish_hook;
+	ExecutorFinish_hook = executor_finish;
+	previous_executor_end = ExecutorEnd_hook;
+	ExecutorEnd_hook = executor_end;
+	previous_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = process_utility;
+	previous_object_access = object_access_hook;
+	object_access_hook = object_access;
+	if (preloaded) {
+		previous_shmem_request = shmem_request_hook;
+		shmem_request_hook = shmem_request;
+		previous_shmem_startup = shmem_startup_hook;
+		shmem_startup_hook = shmem_startup;
+	}
+	RegisterXactCallback(end_of_transaction, nullptr);
+	RegisterSubXactCallback(end_of_subtransaction, nullptr);
+}
+
+} // namespace
+
+extern "C" void _PG_init(void)
+{
+	fencing::guarded("_PG_init", []() {
+		preloaded = process_shared_preload_libraries_in_progress;
+		fencing::define_settings();
+		install_hooks();
+		fencing::ddl_module_loaded();
+		/* Last: it drops placeholders of names not defined by then. */
+		MarkGUCPrefixReserved("fencing");
+	});
+}

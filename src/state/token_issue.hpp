@@ -1,0 +1,71 @@
+/*
+ * Issuing tokens: strictly increasing, never issued twice, durable before
+ * the caller sees them.
+ */
+#pragma once
+
+#include "base/boundary.hpp"
+
+extern "C" {
+#include "utils/guc.h"
+}
+
+namespace fencing
+{
+
+/*
+ * A new token greater than `floor` (the resource's last token, in case the
+ * sequence was ever set back), in this server's generation (its timeline,
+ * tokens.cpp) and at least its clock in milliseconds (plus
+ * fencing.failover_margin on a timeline or system that has not issued tokens
+ * yet); below a bound kept in the sequence fencing.token_seq (a sequence does
+ * not roll back with the transaction that used it) that was made durable -
+ * flushed locally and confirmed by the synchronous standbys - before it is
+ * returned, whatever the caller's synchronous_commit.  Call inside
+ * SPI_connect.  Noted for the warning at commit (note_grant) unless `note`
+ * is false: the caller notes it once it is sure the token was granted.
+ */
+int64 issue_token(int64 floor, bool note = true);
+
+/* Notes a token granted in this transaction, for the warning at commit. */
+void note_grant(int64 token);
+
+/* The server clock: microseconds since 1970 (0.2.0's tokens followed it). */
+int64 clock_token();
+
+/*
+ * The highest token this server's lock manager could hand out at this
+ * moment by the clock (its generation, the clock), or clock_token() if that
+ * is higher: what compaction takes as "seen" besides the stored tokens.
+ */
+int64 issuable_now();
+
+/*
+ * With fencing.grant_confirmation, refuses (55000) a grant or renewal when
+ * not enough standbys replied within fencing.standby_reply_timeout.
+ */
+void require_grant_confirmation();
+
+/*
+ * The settings (defined in entry/settings.cpp): fencing.failover_margin and
+ * fencing.standby_reply_timeout in milliseconds, fencing.grant_confirmation.
+ */
+enum Confirmation { confirm_off, confirm_standby, confirm_synchronous };
+extern int failover_margin;
+extern int grant_confirmation;
+extern const struct config_enum_entry confirmation_options[];
+extern int standby_reply_timeout;
+
+/* Shared memory for the token windows (only when preloaded; entry/module.cpp). */
+void token_issue_request_shmem();
+void token_issue_startup_shmem();
+
+/*
+ * Makes the current transaction's commit durable whatever the session asks
+ * for: flushed locally and confirmed by the synchronous standbys, as with
+ * synchronous_commit = on (enforced again just before commit, so a later
+ * SET LOCAL in the same transaction cannot undo it).
+ */
+void require_durable_commit();
+
+} // namespace fencing
