@@ -104,6 +104,8 @@ start_cluster() {
 	export PGPORT=${FENCING_PORT:-$((20000 + RANDOM % 20000))}
 	export PGUSER=postgres
 	export PGDATABASE=postgres
+	# Who may restart it (clients/conformance/run restarts the server).
+	export PGDATA="$dir/data" FENCING_SERVER_USER=postgres
 	runuser -u postgres -- $PGBIN/pg_ctl -D "$dir/data" -w -l "$dir/server.log" \
 		-o "-p $PGPORT -k $PGHOST -c listen_addresses='' -c fsync=off -c max_connections=50 $*" \
 		start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
