@@ -54,10 +54,10 @@ func TestReadmeExample(t *testing.T) {
 	}
 }
 
-// CLIENTS_SECTION.md (docs/clients.md's Go section) shows
-// examples/seed/main.go verbatim, and that program runs in a new database.
+// docs/clients.md's Go section shows examples/seed/main.go verbatim, and
+// that program runs in a new database.
 func TestClientsSectionExample(t *testing.T) {
-	section, err := os.ReadFile("CLIENTS_SECTION.md")
+	section, err := os.ReadFile("../../docs/clients.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestClientsSectionExample(t *testing.T) {
 	}
 	block := regexp.MustCompile("(?s)```go\n(.*?)```").FindSubmatch(section)
 	if block == nil || string(block[1]) != string(example) {
-		t.Fatal("CLIENTS_SECTION.md's first go block is not examples/seed/main.go")
+		t.Fatal("docs/clients.md's first go block is not examples/seed/main.go")
 	}
 
 	conn := connect(t)
