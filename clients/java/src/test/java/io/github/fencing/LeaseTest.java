@@ -292,6 +292,23 @@ class LeaseTest {
     }
 
     @Test
+    void fencedRefusesAConnectionAlreadyInATransaction() throws Exception {
+        try (Connection c = source.connect()) {
+            Db.exec(c, "CREATE TEMP TABLE callers_work (v text)");
+            Object before = Db.one(admin, "SELECT last_fencing_token FROM java_orders WHERE id = 2");
+            c.setAutoCommit(false);
+            Db.exec(c, "INSERT INTO callers_work VALUES ('not to be committed by fenced()')");
+            SQLException e = assertThrows(SQLException.class,
+                    () -> Fencing.fenced(c, 1_000_000L, x -> update(x, 2, "in-open-tx")));
+            assertEquals("25001", e.getSQLState());
+            c.rollback();
+            assertEquals(0L, ((Number) Db.one(c, "SELECT count(*) FROM callers_work")).longValue(),
+                    "fenced() did not commit the caller's work");
+            assertEquals(before, Db.one(admin, "SELECT last_fencing_token FROM java_orders WHERE id = 2"));
+        }
+    }
+
+    @Test
     void fencedWritesStaleAndMissing() throws Exception {
         List<StaleTokenException> deadLetters = new ArrayList<>();
         long before = Fencing.staleRefusals();
