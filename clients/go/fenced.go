@@ -140,6 +140,12 @@ func refuseOpenTransaction(db Beginner) error {
 		if status := c.PgConn().TxStatus(); status != 'I' {
 			return errors.New("fencing: Fenced runs its own transaction: commit or roll back the connection's open transaction first")
 		}
+	case interface{ Conn() *pgx.Conn }: // *pgxpool.Conn
+		if conn := c.Conn(); conn != nil {
+			if status := conn.PgConn().TxStatus(); status != 'I' {
+				return errors.New("fencing: Fenced runs its own transaction: commit or roll back the connection's open transaction first")
+			}
+		}
 	}
 	return nil
 }

@@ -210,6 +210,44 @@ func TestFencedRefusesAnOpenTransaction(t *testing.T) {
 	}
 }
 
+// A connection checked out of a pool, inside a transaction begun with a
+// plain BEGIN: Fenced refuses it too (its COMMIT would end the caller's).
+func TestFencedRefusesAnOpenTransactionOnAPoolConn(t *testing.T) {
+	conn := connect(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if _, err := c.Exec(ctx, "CREATE TEMP TABLE callers_work (v text)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "INSERT INTO callers_work VALUES ('not to be committed by Fenced')"); err != nil {
+		t.Fatal(err)
+	}
+	noop := func(pgx.Tx) error { return nil }
+	if err := Fenced(ctx, c, Token(5), noop); err == nil || !strings.Contains(err.Error(), "its own transaction") {
+		t.Errorf("on a pool's connection in a transaction: %v", err)
+	}
+	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM callers_work").Scan(&n); err != nil || n != 0 {
+		t.Errorf("the caller's work was committed by Fenced: %d rows (%v)", n, err)
+	}
+	_ = conn
+}
+
 // Fenced takes a pool as well as a connection.
 var _ Beginner = (*pgxpool.Pool)(nil)
 

@@ -99,6 +99,12 @@ export async function fenced<T>(
     }
   }
 
+  // A client already in a transaction: BEGIN would only warn (25001), and our
+  // COMMIT (or ROLLBACK) would end the caller's transaction with the token set.
+  const status = (client as { getTransactionStatus?: () => string | null }).getTransactionStatus?.();
+  if (status && status !== 'I')
+    throw new FencingError("fenced() runs its own transaction: commit or roll back the client's open transaction first");
+
   let began = false;
   try {
     await client.query('BEGIN');

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Pool, type Client } from 'pg';
 import {
+  FencingError,
   Lease,
   LeaseLostError,
   MissingTokenError,
@@ -164,5 +165,26 @@ test('an error inside rolls back and is rethrown; a Pool works too', async () =>
     }
   } finally {
     await pool.end();
+  }
+});
+
+test("a connection already in a transaction: FencingError, nothing sent, the caller's transaction left open", async () => {
+  const c = await connect();
+  try {
+    await c.query(`CREATE TEMP TABLE callers_work (v text)`);
+    await c.query('BEGIN');
+    await c.query(`INSERT INTO callers_work VALUES ('not to be committed by fenced()')`);
+    const before = await row();
+    await assert.rejects(
+      fenced(c, 1_000_000n, (cl) => cl.query(`UPDATE ${table} SET status = 'in-open-tx' WHERE id = 1`)),
+      (err: Error) => err instanceof FencingError && /own transaction/.test(err.message),
+    );
+    assert.equal(c.getTransactionStatus(), 'T', "the caller's transaction is still open");
+    await c.query('ROLLBACK');
+    const { rows } = await c.query('SELECT count(*)::int AS n FROM callers_work');
+    assert.equal(rows[0].n, 0, "fenced() did not commit the caller's work");
+    assert.deepEqual(await row(), before);
+  } finally {
+    await c.end();
   }
 });

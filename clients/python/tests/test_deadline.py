@@ -62,3 +62,17 @@ def test_asyncio_event_and_loop_timer():
         await asyncio.wait_for(state.lost.wait(), 2)
         return state.reason
     assert "deadline" in asyncio.run(main())
+
+
+def test_an_answer_after_the_deadline_does_not_revive_the_lease(monkeypatch):
+    # A renewal sent before the deadline whose answer is read after it (the
+    # process froze meanwhile, and no check and no timer has run yet): the
+    # lease is lost, as Go, Java and Node decide; start + ttl is not revived.
+    state = Deadline(10, schedule=lambda delay, fn: None)   # the timer does not run
+    t0 = time.monotonic()
+    state.acknowledge(t0)                     # deadline t0 + 10
+    real = time.monotonic
+    monkeypatch.setattr(time, "monotonic", lambda: real() + 11)   # thawed after the deadline
+    assert not state.acknowledge(t0 + 4)      # renewal sent at t0 + 4, answered at t0 + 11
+    assert state.lost.is_set()
+    assert "deadline" in state.reason

@@ -44,11 +44,15 @@ class Deadline:
         with self._lock:
             if self.lost.is_set():
                 return False
-            if self.last_start is not None and start < self.last_start:
+            late = self._deadline is not None and time.monotonic() >= self._deadline
+            if not late and self.last_start is not None and start < self.last_start:
                 return True
-            self.last_start = start
-            self._deadline = start + self.ttl
-            self._arm()
+            if not late:
+                self.last_start = start
+                self._deadline = start + self.ttl
+                self._arm()
+        # an answer read after the deadline (a freeze, a timer not yet run)
+        # does not revive the lease: the deadline passed, it is lost
         return not self.expired()
 
     def _arm(self) -> None:

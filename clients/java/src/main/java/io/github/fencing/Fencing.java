@@ -7,6 +7,8 @@ import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 
+import org.postgresql.core.BaseConnection;
+import org.postgresql.core.TransactionState;
 import org.postgresql.util.PSQLException;
 
 /**
@@ -95,6 +97,18 @@ public final class Fencing {
         return e;
     }
 
+    /**
+     * Refuses (SQLSTATE 25001, nothing sent) a connection inside a transaction of the caller's:
+     * {@code fenced()} would commit it with the token, or roll it back on a refusal.
+     */
+    private static void refuseOpenTransaction(Connection connection) throws SQLException {
+        if (connection.isWrapperFor(BaseConnection.class)
+                && connection.unwrap(BaseConnection.class).getTransactionState() != TransactionState.IDLE) {
+            throw new SQLException("fenced() runs its own transaction: commit or roll back the "
+                    + "connection's open transaction first", "25001");
+        }
+    }
+
     private static <T> T run(Connection connection, Lease lease, long token, SqlFunction<T> work,
             Consumer<? super StaleTokenException> onStale) throws SQLException {
         Objects.requireNonNull(connection, "connection");
@@ -105,6 +119,7 @@ public final class Fencing {
         if (lease != null) {
             lease.check();
         }
+        refuseOpenTransaction(connection);
         boolean autoCommit = connection.getAutoCommit();
         boolean committed = false;
         Throwable failure = null;

@@ -135,7 +135,7 @@ public final class Session implements AutoCloseable {
         long timeoutMillis = Math.max(5000, ttl.toMillis()) + (waits ? wait.toMillis() : 0);
         if (waits && (!single || hasLiveLeases())) {
             // Do not hold up the renewals of the session's other leases for the wait.
-            try (Connection c = source.connect(applicationName, CONNECT_TIMEOUT)) {
+            try (Connection c = source.connect("fencing acquire " + holder, CONNECT_TIMEOUT)) {
                 c.setNetworkTimeout(DIRECT, (int) Math.min(Integer.MAX_VALUE, timeoutMillis));
                 start = System.nanoTime();
                 Object[] r = acquireOn(c, resource, ttl, wait);

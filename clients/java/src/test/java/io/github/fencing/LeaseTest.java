@@ -292,6 +292,23 @@ class LeaseTest {
     }
 
     @Test
+    void fencedRefusesAConnectionAlreadyInATransaction() throws Exception {
+        try (Connection c = source.connect()) {
+            Db.exec(c, "CREATE TEMP TABLE callers_work (v text)");
+            Object before = Db.one(admin, "SELECT last_fencing_token FROM java_orders WHERE id = 2");
+            c.setAutoCommit(false);
+            Db.exec(c, "INSERT INTO callers_work VALUES ('not to be committed by fenced()')");
+            SQLException e = assertThrows(SQLException.class,
+                    () -> Fencing.fenced(c, 1_000_000L, x -> update(x, 2, "in-open-tx")));
+            assertEquals("25001", e.getSQLState());
+            c.rollback();
+            assertEquals(0L, ((Number) Db.one(c, "SELECT count(*) FROM callers_work")).longValue(),
+                    "fenced() did not commit the caller's work");
+            assertEquals(before, Db.one(admin, "SELECT last_fencing_token FROM java_orders WHERE id = 2"));
+        }
+    }
+
+    @Test
     void fencedWritesStaleAndMissing() throws Exception {
         List<StaleTokenException> deadLetters = new ArrayList<>();
         long before = Fencing.staleRefusals();
@@ -361,9 +378,29 @@ class LeaseTest {
                 // A wait in a session runs on a connection of its own: the renewals go on meanwhile.
                 try (Lease other = Lease.acquire(source, resource + ":busy", "java-j2", Duration.ofSeconds(5))) {
                     long t0 = System.nanoTime();
+                    // during the wait, one connection only is the session's keepalive
+                    java.util.concurrent.atomic.AtomicInteger most = new java.util.concurrent.atomic.AtomicInteger();
+                    Thread watch = new Thread(() -> {
+                        try (Connection w = source.connect()) {
+                            while (System.nanoTime() - t0 < TimeUnit.MILLISECONDS.toNanos(1200)) {
+                                try (PreparedStatement ps = w.prepareStatement(
+                                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'fencing keepalive java-j'");
+                                        ResultSet rs = ps.executeQuery()) {
+                                    rs.next();
+                                    most.accumulateAndGet(rs.getInt(1), Math::max);
+                                }
+                                Thread.sleep(50);
+                            }
+                        } catch (Exception e) {
+                            most.set(-1);
+                        }
+                    });
+                    watch.start();
                     assertThrows(LeaseTimeoutException.class,
                             () -> s.lease(resource + ":busy", Duration.ofSeconds(1), Duration.ofMillis(1500)));
                     assertTrue(System.nanoTime() - t0 >= TimeUnit.MILLISECONDS.toNanos(1400));
+                    watch.join();
+                    assertEquals(1, most.get(), "connections named 'fencing keepalive java-j' during the wait");
                 }
                 for (Lease l : leases) {
                     assertFalse(l.isLost(), l.toString());
