@@ -28,6 +28,7 @@ extern "C" {
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
@@ -118,11 +119,9 @@ bool wait_until(FunctionCallInfo fcinfo, TimestampTz now, TimestampTz *deadline)
 	if (PG_NARGS() < 4 || PG_ARGISNULL(3))
 		return false;
 	Datum wait = PG_GETARG_DATUM(3);
-	Datum zero = DirectFunctionCall3(interval_in, CStringGetDatum("0"),
-	                                 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 	*deadline = DatumGetTimestampTz(
 	    DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), wait));
-	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, wait, zero)) < 0 || *deadline < now)
+	if (*deadline < now)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("wait must not be negative, got \"%s\"",
 		                       DatumGetCString(DirectFunctionCall1(interval_out, wait)))));
@@ -157,7 +156,10 @@ void require_fresh_snapshots()
 /* Milliseconds from `now` to `then`, rounded up, at least 1. */
 long ms_until(TimestampTz now, TimestampTz then)
 {
-	int64 ms = (then - now + 999) / 1000;
+	if (then <= now)
+		return 1;
+	int64 diff = then - now; /* no overflow: `then` may be infinity (the maximum), `now` is > 0 */
+	int64 ms = diff / 1000 + (diff % 1000 != 0 ? 1 : 0);
 	return static_cast<long>(Max(Min(ms, int64{3600000}), int64{1}));
 }
 
@@ -167,8 +169,16 @@ long ms_until(TimestampTz now, TimestampTz then)
  * row lock the attempt took on a held lease.  An error rolls it back too,
  * then goes on: the caller's exception handler (a PL/pgSQL block, say) then
  * ends its own subtransaction, not this one.
+ *
+ * The resource's row may be locked by another open transaction (a try's
+ * uncommitted grant, a renewal, a prepared transaction): the attempt waits
+ * for that lock no longer than the wait lasts, by lock_timeout set for the
+ * attempt alone to what is left of it (or of the caller's lock_timeout, if
+ * that ends first: its 55P03 then goes on).  A lock wait that the wait's end
+ * stopped is no grant (0), and the caller sees the wait passed.
  */
-int64 attempt_grant(const char *resource, const char *holder, Datum ttl)
+int64 attempt_grant_until(const char *resource, const char *holder, Datum ttl, long lock_ms,
+                          bool wait_ends_first, TimestampTz wait_end)
 {
 	MemoryContext context = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -177,7 +187,11 @@ int64 attempt_grant(const char *resource, const char *holder, Datum ttl)
 	MemoryContextSwitchTo(context);
 	PG_TRY();
 	{
+		int nest = NewGUCNestLevel();
+		(void)set_config_option("lock_timeout", psprintf("%ld", lock_ms), PGC_USERSET,
+		                        PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 		token = grant_if_free(resource, holder, ttl);
+		AtEOXact_GUC(true, nest);
 		if (token != 0)
 			ReleaseCurrentSubTransaction();
 		else
@@ -193,10 +207,22 @@ int64 attempt_grant(const char *resource, const char *holder, Datum ttl)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(context);
 		CurrentResourceOwner = owner;
-		ReThrowError(error);
+		if (!(wait_ends_first && error->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE &&
+		      GetCurrentTimestamp() >= wait_end))
+			ReThrowError(error);
+		FreeErrorData(error);
 	}
 	PG_END_TRY();
 	return token;
+}
+
+int64 attempt_grant(const char *resource, const char *holder, Datum ttl, TimestampTz deadline,
+                    TimestampTz lock_deadline)
+{
+	bool wait_ends_first = lock_deadline == 0 || deadline <= lock_deadline;
+	TimestampTz until = wait_ends_first ? deadline : lock_deadline;
+	return attempt_grant_until(resource, holder, ttl, ms_until(GetCurrentTimestamp(), until),
+	                           wait_ends_first, deadline);
 }
 
 /* What a waiter does next: attempt the grant, or sleep until `wake_at`. */
@@ -236,7 +262,7 @@ int64 wait_in_queue(const char *resource, const char *holder, Datum ttl, Timesta
 			if (first_in_queue(place)) {
 				Step step = next_step(resource, holder, deadline, just_failed);
 				if (step.attempt) {
-					token = attempt_grant(resource, holder, ttl);
+					token = attempt_grant(resource, holder, ttl, deadline, lock_deadline);
 					if (token != 0)
 						break;
 					just_failed = true;
@@ -277,7 +303,7 @@ int64 wait_polling(const char *resource, const char *holder, Datum ttl, Timestam
 	for (;;) {
 		Step step = next_step(resource, holder, deadline, just_failed);
 		if (step.attempt) {
-			int64 token = attempt_grant(resource, holder, ttl);
+			int64 token = attempt_grant(resource, holder, ttl, deadline, lock_deadline);
 			if (token != 0)
 				return token;
 			just_failed = true;

@@ -11,6 +11,7 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -60,6 +61,13 @@ ArrayType *require_array(FunctionCallInfo fcinfo, int arg, const char *what)
 	return array;
 }
 
+/* qsort's order of C strings (the duplicate check). */
+int compare_names(const void *a, const void *b)
+{
+	CHECK_FOR_INTERRUPTS();
+	return strcmp(*static_cast<char *const *>(a), *static_cast<char *const *>(b));
+}
+
 } // namespace
 
 /*
@@ -84,18 +92,23 @@ FENCING_FUNCTION(renew_all)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 		                errmsg("resources and tokens must have the same length"),
 		                errdetail("resources has %d elements, tokens %d.", nnames, nvalues)));
+	/* Each name converted once; duplicates found sorted (n log n), interruptible. */
+	auto **sorted = static_cast<char **>(palloc(sizeof(char *) * Max(nnames, 1)));
 	for (int i = 0; i < nnames; i++) {
-		char *name = TextDatumGetCString(names[i]);
-		if (name[0] == '\0')
+		CHECK_FOR_INTERRUPTS();
+		sorted[i] = TextDatumGetCString(names[i]);
+		if (sorted[i][0] == '\0')
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			                errmsg("resources must not contain an empty name")));
 		(void)require_token(values[i], false, "token");
-		for (int j = 0; j < i; j++)
-			if (strcmp(name, TextDatumGetCString(names[j])) == 0)
-				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				                errmsg("resource \"%s\" appears more than once", name),
-				                errhint("Name each lease once.")));
 	}
+	qsort(sorted, static_cast<size_t>(nnames), sizeof(char *), compare_names);
+	for (int i = 1; i < nnames; i++)
+		if (strcmp(sorted[i - 1], sorted[i]) == 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			                errmsg("resource \"%s\" appears more than once", sorted[i]),
+			                errhint("Name each lease once.")));
+	pfree(sorted);
 
 	InitMaterializedSRF(fcinfo, 0);
 	auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
