@@ -19,6 +19,8 @@ say() { printf '== %s\n' "$*" >&2; }
 #             test/replay, the main job, needs these two tiers only
 #   all       everything test/check runs (drivers, ORMs, Patroni and etcd,
 #             a JDK, npm, SPIN, debootstrap, clang tools, packaging)
+#   assert    regress, and what test/assert needs to fetch and build the
+#             server (test/check --assert)
 # A contributor needs only build and regress (CONTRIBUTING.md).
 dependencies_of() {
 	case "$1" in
@@ -26,6 +28,7 @@ dependencies_of() {
 	regress) dependencies_of build; echo postgresql-15 libipc-run-perl ;;
 	harness) dependencies_of build; echo postgresql-15 libpq-dev libhiredis-dev redis-server ;;
 	client) echo python3-psycopg ;;
+	assert) dependencies_of regress; echo curl bzip2 pkg-config libicu-dev debian-archive-keyring ;;
 	all)
 		dependencies_of regress
 		dependencies_of harness

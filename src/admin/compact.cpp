@@ -66,14 +66,12 @@ void check_floor(int64 below, int64 seen, const char *what)
 /* The one bigint a query reads as the extension owner, or 0 if none. */
 int64 highest(const char *sql, Oid type, Datum value)
 {
-	int rc = run_sql(sql, 1, &type, &value, InvalidSnapshot, true, true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading tokens failed: %s", SPI_result_code_string(rc));
-	bool isnull = true;
-	Datum token = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
-	int64 seen = isnull ? 0 : DatumGetInt64(token);
-	SPI_finish();
-	return seen;
+	return run_sql(sql, 1, &type, &value, InvalidSnapshot, true, true, [&](int rc) {
+		expect_result(rc, SPI_OK_SELECT, "reading tokens");
+		bool isnull = true;
+		Datum token = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
+		return isnull ? 0 : DatumGetInt64(token);
+	});
 }
 
 /* The highest token a table's tree has seen (marks and floors), or 0. */
@@ -101,22 +99,22 @@ bool remove_batch(const char *sql, Oid scope_type, Datum scope, Oid key_type, Da
 {
 	Oid types[4] = {scope_type, key_type, INT8OID, INT4OID};
 	Datum values[4] = {scope, *after, Int64GetDatum(below), Int32GetDatum(batch)};
-	int rc = run_sql(sql, 4, types, values, InvalidSnapshot, false, true);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "fencing: compacting failed: %s", SPI_result_code_string(rc));
-	bool last_null = true;
-	bool count_null = true;
-	Datum last = result_value(0, 1, &last_null);
-	Datum count = result_value(0, 2, &count_null);
-	if (!count_null)
-		*removed += DatumGetInt64(count);
-	if (!last_null) {
-		MemoryContext old = MemoryContextSwitchTo(keep);
-		*after = datumCopy(last, false, -1);
-		MemoryContextSwitchTo(old);
-	}
-	SPI_finish();
-	return !last_null;
+	return run_sql(sql, 4, types, values, InvalidSnapshot, false, true, [&](int rc) {
+		if (rc != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "fencing: compacting failed: %s", SPI_result_code_string(rc));
+		bool last_null = true;
+		bool count_null = true;
+		Datum last = result_value(0, 1, &last_null);
+		Datum count = result_value(0, 2, &count_null);
+		if (!count_null)
+			*removed += DatumGetInt64(count);
+		if (!last_null) {
+			MemoryContext old = MemoryContextSwitchTo(keep);
+			*after = datumCopy(last, false, -1);
+			MemoryContextSwitchTo(old);
+		}
+		return !last_null;
+	});
 }
 
 /*
@@ -301,14 +299,12 @@ void raise_resource_floor(Datum prefix, int64 below)
 		                              " WHERE pg_catalog.starts_with(r.resource, $1)",
 		                              TEXTOID, prefix));
 	check_floor(below, seen, "the lock manager has");
-	int rc = run_sql("INSERT INTO fencing.resource_floors AS f (prefix, token) VALUES ($1, $2)"
-	                 " ON CONFLICT ON CONSTRAINT resource_floors_pkey"
-	                 " DO UPDATE SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
-	                 " WHERE f.token OPERATOR(pg_catalog.<) EXCLUDED.token",
-	                 2, types, values, InvalidSnapshot, false, true);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "fencing: compacting resources failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
+	run_sql("INSERT INTO fencing.resource_floors AS f (prefix, token) VALUES ($1, $2)"
+	        " ON CONFLICT ON CONSTRAINT resource_floors_pkey"
+	        " DO UPDATE SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
+	        " WHERE f.token OPERATOR(pg_catalog.<) EXCLUDED.token",
+	        2, types, values, InvalidSnapshot, false, true,
+	        [&](int rc) { expect_result(rc, SPI_OK_INSERT, "compacting resources"); });
 }
 
 /* The key every key sorts after: '' (resource names are never empty) or '\\x'. */

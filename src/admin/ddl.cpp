@@ -84,10 +84,10 @@ void run_as_table_owner(Oid relid, const char *sql, int nargs, Oid *types, Datum
 	own_ddl++;
 	PG_TRY();
 	{
-		int rc = run_sql(sql, nargs, types, values, InvalidSnapshot, false, false);
-		if (rc < 0)
-			elog(ERROR, "fencing: %s failed: %s", sql, SPI_result_code_string(rc));
-		SPI_finish();
+		run_sql(sql, nargs, types, values, InvalidSnapshot, false, false, [&](int rc) {
+			if (rc < 0)
+				elog(ERROR, "fencing: %s failed: %s", sql, SPI_result_code_string(rc));
+		});
 	}
 	PG_FINALLY();
 	{
@@ -193,86 +193,87 @@ Collected collect_commands()
 {
 	Collected collected{NIL, NIL, NIL, NIL, NIL, NIL};
 	MemoryContext caller = CurrentMemoryContext;
-	int rc =
-	    run_sql("SELECT command, classid, objid FROM pg_catalog.pg_event_trigger_ddl_commands()", 0,
-	            nullptr, nullptr, InvalidSnapshot, true, false);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading the DDL commands failed: %s", SPI_result_code_string(rc));
-	MemoryContext spi = MemoryContextSwitchTo(caller);
-	for (uint64 row = 0; row < SPI_processed; row++) {
-		bool isnull, class_null, object_null;
-		Datum command = result_value(row, 1, &isnull);
-		Oid classid = DatumGetObjectId(result_value(row, 2, &class_null));
-		Oid objid = DatumGetObjectId(result_value(row, 3, &object_null));
-		if (!class_null && !object_null && classid == RelationRelationId) {
-			char kind = get_rel_relkind(objid);
-			if ((kind == RELKIND_RELATION || kind == RELKIND_PARTITIONED_TABLE ||
-			     kind == RELKIND_FOREIGN_TABLE) &&
-			    !list_member_oid(collected.relations, objid))
-				collected.relations = lappend_oid(collected.relations, objid);
-		}
-		if (!class_null && !object_null && classid == TriggerRelationId)
-			collected.triggers = lappend_oid(collected.triggers, objid);
-		auto *cmd = reinterpret_cast<CollectedCommand *>(DatumGetPointer(command));
-		if (isnull)
-			continue;
-		if (cmd->type == SCT_Simple && classid == RelationRelationId &&
-		    (IsA(cmd->parsetree, CreateStmt) || IsA(cmd->parsetree, CreateForeignTableStmt) ||
-		     IsA(cmd->parsetree, CreateTableAsStmt)))
-			collected.created = lappend_oid(collected.created, objid);
-		if (cmd->type == SCT_Simple && IsA(cmd->parsetree, AlterExtensionContentsStmt) &&
-		    reinterpret_cast<AlterExtensionContentsStmt *>(cmd->parsetree)->action > 0 &&
-		    cmd->d.simple.secondaryObject.classId == RelationRelationId)
-			collected.joined =
-			    lappend(collected.joined, list_make2_oid(cmd->d.simple.address.objectId,
-			                                             cmd->d.simple.secondaryObject.objectId));
-		if (cmd->type != SCT_AlterTable)
-			continue;
-		ListCell *cell;
-		foreach (cell, cmd->d.alterTable.subcmds) {
-			auto *sub = static_cast<CollectedATSubcmd *>(lfirst(cell));
-			auto *at = reinterpret_cast<AlterTableCmd *>(sub->parsetree);
-			if (!IsA(at, AlterTableCmd))
-				continue;
-			if (at->subtype == AT_DetachPartition || at->subtype == AT_DetachPartitionFinalize) {
-				ListCell *partition;
-				foreach (partition,
-				         detached_relations(reinterpret_cast<PartitionCmd *>(at->def)->name))
-					collected.detached =
-					    lappend(collected.detached,
-					            list_make2_oid(cmd->d.alterTable.objectId, lfirst_oid(partition)));
-			}
-			/*
-			 * The table ATTACH PARTITION attached (the command names its
-			 * parent): it must follow the rules of the protected table it
-			 * joins, and bring no marks its new key cannot find.
-			 */
-			if (at->subtype == AT_AttachPartition) {
-				/*
-				 * Looked up by name again: only a table that is now a
-				 * partition of the command's table is the one attached
-				 * (the name may read otherwise by now), with its partitions.
-				 */
-				Oid attached =
-				    RangeVarGetRelid(reinterpret_cast<PartitionCmd *>(at->def)->name, NoLock, true);
-				if (OidIsValid(attached) && get_rel_relispartition(attached) &&
-				    get_partition_parent(attached, true) == cmd->d.alterTable.objectId) {
-					ListCell *member;
-					foreach (member, find_all_inheritors(attached, NoLock, nullptr))
-						if (!list_member_oid(collected.relations, lfirst_oid(member)))
-							collected.relations =
-							    lappend_oid(collected.relations, lfirst_oid(member));
-				}
-			}
-			if (changes_column_kind(at->subtype) && at->name != nullptr)
-				collected.retyped =
-				    lappend(collected.retyped,
-				            list_make2(makeInteger(static_cast<int>(cmd->d.alterTable.objectId)),
-				                       makeString(pstrdup(at->name))));
-		}
-	}
-	MemoryContextSwitchTo(spi);
-	SPI_finish();
+	run_sql(
+	    "SELECT command, classid, objid FROM pg_catalog.pg_event_trigger_ddl_commands()", 0,
+	    nullptr, nullptr, InvalidSnapshot, true, false, [&](int rc) {
+		    expect_result(rc, SPI_OK_SELECT, "reading the DDL commands");
+		    MemoryContext spi = MemoryContextSwitchTo(caller);
+		    for (uint64 row = 0; row < SPI_processed; row++) {
+			    bool isnull, class_null, object_null;
+			    Datum command = result_value(row, 1, &isnull);
+			    Oid classid = DatumGetObjectId(result_value(row, 2, &class_null));
+			    Oid objid = DatumGetObjectId(result_value(row, 3, &object_null));
+			    if (!class_null && !object_null && classid == RelationRelationId) {
+				    char kind = get_rel_relkind(objid);
+				    if ((kind == RELKIND_RELATION || kind == RELKIND_PARTITIONED_TABLE ||
+				         kind == RELKIND_FOREIGN_TABLE) &&
+				        !list_member_oid(collected.relations, objid))
+					    collected.relations = lappend_oid(collected.relations, objid);
+			    }
+			    if (!class_null && !object_null && classid == TriggerRelationId)
+				    collected.triggers = lappend_oid(collected.triggers, objid);
+			    auto *cmd = reinterpret_cast<CollectedCommand *>(DatumGetPointer(command));
+			    if (isnull)
+				    continue;
+			    if (cmd->type == SCT_Simple && classid == RelationRelationId &&
+			        (IsA(cmd->parsetree, CreateStmt) ||
+			         IsA(cmd->parsetree, CreateForeignTableStmt) ||
+			         IsA(cmd->parsetree, CreateTableAsStmt)))
+				    collected.created = lappend_oid(collected.created, objid);
+			    if (cmd->type == SCT_Simple && IsA(cmd->parsetree, AlterExtensionContentsStmt) &&
+			        reinterpret_cast<AlterExtensionContentsStmt *>(cmd->parsetree)->action > 0 &&
+			        cmd->d.simple.secondaryObject.classId == RelationRelationId)
+				    collected.joined = lappend(
+				        collected.joined, list_make2_oid(cmd->d.simple.address.objectId,
+				                                         cmd->d.simple.secondaryObject.objectId));
+			    if (cmd->type != SCT_AlterTable)
+				    continue;
+			    ListCell *cell;
+			    foreach (cell, cmd->d.alterTable.subcmds) {
+				    auto *sub = static_cast<CollectedATSubcmd *>(lfirst(cell));
+				    auto *at = reinterpret_cast<AlterTableCmd *>(sub->parsetree);
+				    if (!IsA(at, AlterTableCmd))
+					    continue;
+				    if (at->subtype == AT_DetachPartition ||
+				        at->subtype == AT_DetachPartitionFinalize) {
+					    ListCell *partition;
+					    foreach (partition, detached_relations(
+					                            reinterpret_cast<PartitionCmd *>(at->def)->name))
+						    collected.detached = lappend(
+						        collected.detached,
+						        list_make2_oid(cmd->d.alterTable.objectId, lfirst_oid(partition)));
+				    }
+				    /*
+				     * The table ATTACH PARTITION attached (the command names its
+				     * parent): it must follow the rules of the protected table it
+				     * joins, and bring no marks its new key cannot find.
+				     */
+				    if (at->subtype == AT_AttachPartition) {
+					    /*
+					     * Looked up by name again: only a table that is now a
+					     * partition of the command's table is the one attached
+					     * (the name may read otherwise by now), with its partitions.
+					     */
+					    Oid attached = RangeVarGetRelid(
+					        reinterpret_cast<PartitionCmd *>(at->def)->name, NoLock, true);
+					    if (OidIsValid(attached) && get_rel_relispartition(attached) &&
+					        get_partition_parent(attached, true) == cmd->d.alterTable.objectId) {
+						    ListCell *member;
+						    foreach (member, find_all_inheritors(attached, NoLock, nullptr))
+							    if (!list_member_oid(collected.relations, lfirst_oid(member)))
+								    collected.relations =
+								        lappend_oid(collected.relations, lfirst_oid(member));
+					    }
+				    }
+				    if (changes_column_kind(at->subtype) && at->name != nullptr)
+					    collected.retyped = lappend(
+					        collected.retyped,
+					        list_make2(makeInteger(static_cast<int>(cmd->d.alterTable.objectId)),
+					                   makeString(pstrdup(at->name))));
+			    }
+		    }
+		    MemoryContextSwitchTo(spi);
+	    });
 	return collected;
 }
 
@@ -674,17 +675,14 @@ void forget_orphan_state(List *created)
 		return;
 	Oid types[1] = {REGCLASSARRAYOID};
 	Datum values[1] = {relid_array(created)};
-	int rc =
-	    run_as_owner(&forget_orphans_plan,
-	                 "WITH marks AS (DELETE FROM fencing.deleted_keys"
-	                 "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1)),"
-	                 " floors AS (DELETE FROM fencing.floors"
-	                 "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1))"
-	                 " DELETE FROM fencing.registry WHERE relid OPERATOR(pg_catalog.=) ANY ($1)",
-	                 1, types, values, InvalidSnapshot, false);
-	if (rc != SPI_OK_DELETE)
-		elog(ERROR, "fencing: forgetting orphan state failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
+	run_as_owner(&forget_orphans_plan,
+	             "WITH marks AS (DELETE FROM fencing.deleted_keys"
+	             "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1)),"
+	             " floors AS (DELETE FROM fencing.floors"
+	             "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1))"
+	             " DELETE FROM fencing.registry WHERE relid OPERATOR(pg_catalog.=) ANY ($1)",
+	             1, types, values, InvalidSnapshot, false,
+	             [&](int rc) { expect_result(rc, SPI_OK_DELETE, "forgetting orphan state"); });
 	ListCell *cell;
 	foreach (cell, created)
 		CacheInvalidateRelcacheByRelid(lfirst_oid(cell));
@@ -721,31 +719,29 @@ void keep_history(Oid parent, Oid partition)
 
 	Oid types[2] = {REGCLASSARRAYOID, REGCLASSARRAYOID};
 	Datum values[2] = {relid_array(scope), relid_array(tree)};
-	int rc = run_as_owner(&copy_marks_plan,
-	                      "INSERT INTO fencing.deleted_keys (relid, key, token)"
-	                      " SELECT s.s, d.key, pg_catalog.max(d.token)"
-	                      " FROM fencing.deleted_keys d, pg_catalog.unnest($1) s"
-	                      " WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2)"
-	                      " GROUP BY s.s, d.key"
-	                      " ON CONFLICT (relid, key) DO UPDATE"
-	                      " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
-	                      " WHERE fencing.token_accepts(deleted_keys.token, EXCLUDED.token, true)",
-	                      2, types, values, InvalidSnapshot, false);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "fencing: copying marks failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
+	run_as_owner(&copy_marks_plan,
+	             "INSERT INTO fencing.deleted_keys (relid, key, token)"
+	             " SELECT s.s, d.key, pg_catalog.max(d.token)"
+	             " FROM fencing.deleted_keys d, pg_catalog.unnest($1) s"
+	             " WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2)"
+	             " GROUP BY s.s, d.key"
+	             " ON CONFLICT (relid, key) DO UPDATE"
+	             " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
+	             " WHERE fencing.token_accepts(deleted_keys.token, EXCLUDED.token, true)",
+	             2, types, values, InvalidSnapshot, false,
+	             [&](int rc) { expect_result(rc, SPI_OK_INSERT, "copying marks"); });
 
-	rc = run_as_owner(&partition_floor_plan,
-	                  "SELECT pg_catalog.max(f.token) FROM fencing.floors f"
-	                  " WHERE f.relid OPERATOR(pg_catalog.=) ANY ($1)",
-	                  1, types + 1, values + 1, GetLatestSnapshot(), true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading floors failed: %s", SPI_result_code_string(rc));
-	bool isnull = true;
-	int64 highest = SPI_processed > 0 ? DatumGetInt64(result_value(0, 1, &isnull)) : 0;
-	if (isnull)
-		highest = 0;
-	SPI_finish();
+	int64 highest =
+	    run_as_owner(&partition_floor_plan,
+	                 "SELECT pg_catalog.max(f.token) FROM fencing.floors f"
+	                 " WHERE f.relid OPERATOR(pg_catalog.=) ANY ($1)",
+	                 1, types + 1, values + 1, GetLatestSnapshot(), true, [&](int rc) {
+		                 expect_result(rc, SPI_OK_SELECT, "reading floors");
+		                 bool isnull = true;
+		                 int64 highest =
+		                     SPI_processed > 0 ? DatumGetInt64(result_value(0, 1, &isnull)) : 0;
+		                 return isnull ? 0 : highest;
+	                 });
 	ListCell *cell;
 	foreach (cell, tree) {
 		Relation leaf = table_open(lfirst_oid(cell), AccessShareLock);
@@ -756,16 +752,14 @@ void keep_history(Oid parent, Oid partition)
 	if (highest > 0) {
 		Oid floor_types[2] = {REGCLASSARRAYOID, INT8OID};
 		Datum floor_values[2] = {values[0], Int64GetDatum(highest)};
-		rc = run_as_owner(&raise_floors_plan,
-		                  "INSERT INTO fencing.floors (relid, token)"
-		                  " SELECT s, $2 FROM pg_catalog.unnest($1) s"
-		                  " ON CONFLICT (relid) DO UPDATE"
-		                  " SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
-		                  " WHERE fencing.token_accepts(floors.token, EXCLUDED.token, true)",
-		                  2, floor_types, floor_values, InvalidSnapshot, false);
-		if (rc != SPI_OK_INSERT)
-			elog(ERROR, "fencing: raising floors failed: %s", SPI_result_code_string(rc));
-		SPI_finish();
+		run_as_owner(&raise_floors_plan,
+		             "INSERT INTO fencing.floors (relid, token)"
+		             " SELECT s, $2 FROM pg_catalog.unnest($1) s"
+		             " ON CONFLICT (relid) DO UPDATE"
+		             " SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
+		             " WHERE fencing.token_accepts(floors.token, EXCLUDED.token, true)",
+		             2, floor_types, floor_values, InvalidSnapshot, false,
+		             [&](int rc) { expect_result(rc, SPI_OK_INSERT, "raising floors"); });
 	}
 	Relation detached = relation_open(partition, AccessShareLock);
 	Registration own;
@@ -914,14 +908,11 @@ SPIPlanPtr any_protected_plan = nullptr;
 /* Is some table registered as protected? */
 bool any_protected_table()
 {
-	int rc =
-	    run_as_owner(&any_protected_plan, "SELECT FROM fencing.registry WHERE protected LIMIT 1", 0,
-	                 nullptr, nullptr, InvalidSnapshot, true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading the registry failed: %s", SPI_result_code_string(rc));
-	bool any = SPI_processed > 0;
-	SPI_finish();
-	return any;
+	return run_as_owner(&any_protected_plan, "SELECT FROM fencing.registry WHERE protected LIMIT 1",
+	                    0, nullptr, nullptr, InvalidSnapshot, true, [&](int rc) {
+		                    expect_result(rc, SPI_OK_SELECT, "reading the registry");
+		                    return SPI_processed > 0;
+	                    });
 }
 
 void forget_dropped_partitions(XactEvent event)
@@ -988,20 +979,19 @@ FENCING_FUNCTION(refuse_partition_drops)
 	if (recorded == NIL && !unwatched)
 		PG_RETURN_VOID();
 	MemoryContext caller = CurrentMemoryContext;
-	int rc = run_sql("SELECT objid FROM pg_catalog.pg_event_trigger_dropped_objects()"
-	                 " WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND objsubid = 0"
-	                 " AND object_type IN ('table', 'foreign table')",
-	                 0, nullptr, nullptr, InvalidSnapshot, true, false);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading the dropped objects failed: %s", SPI_result_code_string(rc));
-	MemoryContext spi = MemoryContextSwitchTo(caller);
 	List *dropped = NIL;
-	for (uint64 row = 0; row < SPI_processed; row++) {
-		bool isnull;
-		dropped = lappend_oid(dropped, DatumGetObjectId(result_value(row, 1, &isnull)));
-	}
-	MemoryContextSwitchTo(spi);
-	SPI_finish();
+	run_sql("SELECT objid FROM pg_catalog.pg_event_trigger_dropped_objects()"
+	        " WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND objsubid = 0"
+	        " AND object_type IN ('table', 'foreign table')",
+	        0, nullptr, nullptr, InvalidSnapshot, true, false, [&](int rc) {
+		        expect_result(rc, SPI_OK_SELECT, "reading the dropped objects");
+		        MemoryContext spi = MemoryContextSwitchTo(caller);
+		        for (uint64 row = 0; row < SPI_processed; row++) {
+			        bool isnull;
+			        dropped = lappend_oid(dropped, DatumGetObjectId(result_value(row, 1, &isnull)));
+		        }
+		        MemoryContextSwitchTo(spi);
+	        });
 	/*
 	 * Without preload and with fencing_before_drop disabled, the module
 	 * loaded only now: which of the dropped tables were partitions is not

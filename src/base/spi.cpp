@@ -38,6 +38,12 @@ SPIPlanPtr kept_plan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types)
 	return plan;
 }
 
+void expect_result(int rc, int expected, const char *what)
+{
+	if (rc != expected)
+		elog(ERROR, "fencing: %s failed: %s", what, SPI_result_code_string(rc));
+}
+
 void run_plan(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, int expected)
 {
 	int rc = SPI_execute_plan(plan, values, nulls, read_only, 0);
@@ -51,11 +57,9 @@ void run_plan(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
  * would leak the relation they opened.  An error restores the caller's
  * identity at (sub)transaction abort.
  */
-int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
-                 Snapshot snapshot, bool read_only, const char *nulls)
+int execute_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
+                     Snapshot snapshot, bool read_only, const char *nulls)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
 	Rights saved = become(extension_owner(), SECURITY_NOFORCE_RLS, false);
 	SPIPlanPtr plan = kept_plan(cache, sql, nargs, types);
 	int rc = SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot, read_only,
@@ -64,11 +68,9 @@ int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datu
 	return rc;
 }
 
-int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
-            bool read_only, bool as_owner)
+int execute_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
+                bool read_only, bool as_owner)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
 	Rights saved{};
 	if (as_owner)
 		saved = become(extension_owner(), SECURITY_NOFORCE_RLS, true);
@@ -102,22 +104,19 @@ Datum result_value(uint64 row, int column, bool *isnull)
 bool read_mark_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
                         int64 *mark)
 {
-	int rc = run_as_owner(cache, sql, nargs, types, values, GetLatestSnapshot(), true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading marks failed: %s", SPI_result_code_string(rc));
-	bool isnull = true;
-	if (SPI_processed > 0)
-		*mark = DatumGetInt64(result_value(0, 1, &isnull));
-	SPI_finish();
-	return !isnull;
+	return run_as_owner(cache, sql, nargs, types, values, GetLatestSnapshot(), true, [&](int rc) {
+		expect_result(rc, SPI_OK_SELECT, "reading marks");
+		bool isnull = true;
+		if (SPI_processed > 0)
+			*mark = DatumGetInt64(result_value(0, 1, &isnull));
+		return !isnull;
+	});
 }
 
 void raise_mark_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values)
 {
-	int rc = run_as_owner(cache, sql, nargs, types, values, InvalidSnapshot, false);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "fencing: raising a mark failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
+	run_as_owner(cache, sql, nargs, types, values, InvalidSnapshot, false,
+	             [](int rc) { expect_result(rc, SPI_OK_INSERT, "raising a mark"); });
 }
 
 } // namespace fencing

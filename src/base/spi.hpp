@@ -41,6 +41,9 @@ template <typename Body> auto with_spi(Body body, int options = 0) -> decltype(b
  */
 SPIPlanPtr kept_plan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types);
 
+/* Errors ("fencing: WHAT failed: ...") unless SPI's code `rc` is `expected` (SPI_OK_...). */
+void expect_result(int rc, int expected, const char *what);
+
 /* Runs a kept plan; errors unless it returns `expected` (SPI_OK_...). */
 void run_plan(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only, int expected);
 
@@ -48,22 +51,56 @@ void run_plan(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
  * Runs the kept plan for `sql` as the extension owner, with row security not
  * forced (callers need no rights on the extension's tables, not even USAGE
  * on schema fencing), on `snapshot` (InvalidSnapshot: the usual one); a write
- * fires its AFTER triggers within.  Connects SPI and returns SPI's code; the
- * caller reads the result and calls SPI_finish().  Only for SQL on the
- * extension's own tables, every name qualified.
+ * fires its AFTER triggers within.  Call inside SPI (with_spi); returns
+ * SPI's code.  Only for SQL on the extension's own tables, every name
+ * qualified.
  */
-int run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
-                 Snapshot snapshot, bool read_only, const char *nulls = nullptr);
+int execute_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
+                     Snapshot snapshot, bool read_only, const char *nulls = nullptr);
 
 /*
  * The same, prepared for this call only, as the extension owner (with
  * search_path pg_catalog, pg_temp: the SQL may name operators unqualified)
- * if `as_owner`, else as the current user.  run_as_owner() keeps the
+ * if `as_owner`, else as the current user.  execute_as_owner() keeps the
  * caller's search_path, for speed on the guard's path: its SQL names every
- * function and operator with its schema.
+ * function and operator with its schema.  Call inside SPI (with_spi).
  */
-int run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
-            bool read_only, bool as_owner);
+int execute_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
+                bool read_only, bool as_owner);
+
+/*
+ * execute_as_owner() in a connection of its own: read(rc) reads the result
+ * before SPI_finish() and returns what run_as_owner() returns.
+ */
+template <typename Read>
+auto run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
+                  Snapshot snapshot, bool read_only, Read read) -> decltype(read(0))
+{
+	return with_spi([&] {
+		return read(execute_as_owner(cache, sql, nargs, types, values, snapshot, read_only));
+	});
+}
+
+/* The same with `nulls` for the parameters (as SPI_execute_plan's). */
+template <typename Read>
+auto run_as_owner(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types, Datum *values,
+                  Snapshot snapshot, bool read_only, const char *nulls, Read read)
+    -> decltype(read(0))
+{
+	return with_spi([&] {
+		return read(execute_as_owner(cache, sql, nargs, types, values, snapshot, read_only, nulls));
+	});
+}
+
+/* execute_sql() in a connection of its own, read(rc) as for run_as_owner(). */
+template <typename Read>
+auto run_sql(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
+             bool read_only, bool as_owner, Read read) -> decltype(read(0))
+{
+	return with_spi([&] {
+		return read(execute_sql(sql, nargs, types, values, snapshot, read_only, as_owner));
+	});
+}
 
 /*
  * The mark (a bigint) a one-column query of the extension's marks or floors

@@ -40,12 +40,12 @@ char *citus_result_text(int column)
 	return text == nullptr ? nullptr : MemoryContextStrdup(caller_context, text);
 }
 
-void citus_metadata_query(const char *sql, int nargs, Oid *types, Datum *values)
+void citus_metadata_execute(MemoryContext caller, const char *sql, int nargs, Oid *types,
+                            Datum *values)
 {
-	caller_context = CurrentMemoryContext;
-	int rc = run_sql(sql, nargs, types, values, InvalidSnapshot, true, true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading Citus metadata failed: %s", SPI_result_code_string(rc));
+	caller_context = caller;
+	int rc = execute_sql(sql, nargs, types, values, InvalidSnapshot, true, true);
+	expect_result(rc, SPI_OK_SELECT, "reading Citus metadata");
 }
 
 int64 citus_shard_id(Relation rel)
@@ -74,11 +74,8 @@ bool citus_is_distributed(Oid relid)
 		return false;
 	Oid types[1] = {OIDOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
-	citus_metadata_query("SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1", 1,
-	                     types, values);
-	bool distributed = SPI_processed > 0;
-	SPI_finish();
-	return distributed;
+	return citus_metadata_query("SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1",
+	                            1, types, values, [] { return SPI_processed > 0; });
 }
 
 namespace
@@ -163,6 +160,8 @@ bool citus_logical_name(Relation rel, const char **qualified, const char **name,
 	Oid types[3] = {INT8OID, OIDOID, TEXTOID};
 	Datum values[3] = {Int64GetDatum(shard_id), ObjectIdGetDatum(RelationGetNamespace(rel)),
 	                   CStringGetTextDatum(RelationGetRelationName(rel))};
+	bool found = false;
+	bool hash = false;
 	citus_metadata_query(
 	    "SELECT pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.'"
 	    "       OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname),"
@@ -172,18 +171,17 @@ bool citus_logical_name(Relation rel, const char **qualified, const char **name,
 	    " JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = s.logicalrelid"
 	    " WHERE s.shardid = $1 AND c.relnamespace = $2"
 	    "  AND c.relname OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) $1 = $3",
-	    3, types, values);
-	bool found = SPI_processed > 0;
-	bool hash = false;
-	if (found) {
-		*qualified = citus_result_text(1);
-		*name = citus_result_text(2);
-		bool isnull;
-		hash = DatumGetBool(result_value(0, 3, &isnull)) && !isnull;
-		if (hash_distributed != nullptr)
-			*hash_distributed = hash;
-	}
-	SPI_finish();
+	    3, types, values, [&]() {
+		    found = SPI_processed > 0;
+		    if (found) {
+			    *qualified = citus_result_text(1);
+			    *name = citus_result_text(2);
+			    bool isnull;
+			    hash = DatumGetBool(result_value(0, 3, &isnull)) && !isnull;
+			    if (hash_distributed != nullptr)
+				    *hash_distributed = hash;
+		    }
+	    });
 	if (found)
 		keep_logical_name(rel, *qualified, *name, hash);
 	return found;
@@ -253,6 +251,7 @@ int64 citus_recorded_id(Relation rel)
 	Datum values[4] = {ObjectIdGetDatum(RelationGetRelid(rel)), Int64GetDatum(citus_shard_id(rel)),
 	                   ObjectIdGetDatum(RelationGetNamespace(rel)),
 	                   CStringGetTextDatum(RelationGetRelationName(rel))};
+	Oid table = InvalidOid, shards = InvalidOid;
 	citus_metadata_query(
 	    "SELECT t.logicalrelid::pg_catalog.oid,"
 	    "       pg_catalog.to_regclass(pg_catalog.shard_name(r.logicalrelid, r.shardid))"
@@ -273,16 +272,15 @@ int64 citus_recorded_id(Relation rel)
 	    "      pg_catalog.pg_dist_shard r"
 	    " WHERE r.logicalrelid OPERATOR(pg_catalog.=)"
 	    "       pg_catalog.to_regclass('fencing_citus.shards')",
-	    4, types, values);
-	Oid table = InvalidOid, shards = InvalidOid;
-	if (SPI_processed == 1) {
-		bool table_null, shards_null;
-		Datum t = result_value(0, 1, &table_null);
-		Datum r = result_value(0, 2, &shards_null);
-		table = table_null ? InvalidOid : DatumGetObjectId(t);
-		shards = shards_null ? InvalidOid : DatumGetObjectId(r);
-	}
-	SPI_finish();
+	    4, types, values, [&]() {
+		    if (SPI_processed == 1) {
+			    bool table_null, shards_null;
+			    Datum t = result_value(0, 1, &table_null);
+			    Datum r = result_value(0, 2, &shards_null);
+			    table = table_null ? InvalidOid : DatumGetObjectId(t);
+			    shards = shards_null ? InvalidOid : DatumGetObjectId(r);
+		    }
+	    });
 	/*
 	 * Only the extension's own record counts (a role with CREATE there could
 	 * make one first; fencing_citus itself may be another role's).
@@ -292,20 +290,20 @@ int64 citus_recorded_id(Relation rel)
 	/* One id for all of the table's recorded shards (a split's new shards are not recorded). */
 	Oid id_types[1] = {OIDOID};
 	Datum id_values[1] = {ObjectIdGetDatum(table)};
+	int64 id = 0;
 	citus_metadata_query(
 	    psprintf("SELECT DISTINCT r.id FROM %s r"
 	             " JOIN pg_catalog.pg_dist_shard t"
 	             "  ON t.shardid OPERATOR(pg_catalog.=) r.shardid"
 	             " WHERE t.logicalrelid OPERATOR(pg_catalog.=) $1",
 	             quote_qualified_identifier("fencing_citus", get_rel_name(shards))),
-	    1, id_types, id_values);
-	int64 id = 0;
-	if (SPI_processed == 1) {
-		bool isnull;
-		Datum value = result_value(0, 1, &isnull);
-		id = isnull ? 0 : DatumGetInt64(value);
-	}
-	SPI_finish();
+	    1, id_types, id_values, [&]() {
+		    if (SPI_processed == 1) {
+			    bool isnull;
+			    Datum value = result_value(0, 1, &isnull);
+			    id = isnull ? 0 : DatumGetInt64(value);
+		    }
+	    });
 	return id;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "base/boundary.hpp"
+#include "base/spi.hpp"
 
 extern "C" {
 #include "commands/trigger.h"
@@ -49,11 +50,28 @@ bool citus_shard_named(Relation rel, const Trigger *trigger, const char **qualif
 int64 citus_shard_id(Relation rel);
 
 /*
- * Runs a read-only query of Citus' metadata as the extension owner (the
- * caller may have no rights on fencing_citus); the caller reads the result
- * (citus_result_text(), or in citus_caller_context()) and finishes.
+ * Inside SPI: runs a read-only query of Citus' metadata as the extension
+ * owner (the caller may have no rights on fencing_citus); `caller` is the
+ * memory citus_result_text() and citus_caller_context() give.
  */
-void citus_metadata_query(const char *sql, int nargs, Oid *types, Datum *values);
+void citus_metadata_execute(MemoryContext caller, const char *sql, int nargs, Oid *types,
+                            Datum *values);
+
+/*
+ * The query in a connection of its own: read() reads the result
+ * (citus_result_text(), or in citus_caller_context()) before SPI_finish()
+ * and returns what citus_metadata_query() returns.
+ */
+template <typename Read>
+auto citus_metadata_query(const char *sql, int nargs, Oid *types, Datum *values, Read read)
+    -> decltype(read())
+{
+	MemoryContext caller = CurrentMemoryContext;
+	return with_spi([&] {
+		citus_metadata_execute(caller, sql, nargs, types, values);
+		return read();
+	});
+}
 
 /* The text of column `column` of the first result row, copied out of SPI; NULL if NULL. */
 char *citus_result_text(int column);

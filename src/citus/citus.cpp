@@ -77,15 +77,19 @@ void require_own_schema()
 /*
  * Runs `sql` on a Citus marks table as its owner (the protected table's
  * owner, who made it), with SECURITY_RESTRICTED_OPERATION: nothing that
- * owner defined on it runs with other rights.
+ * owner defined on it runs with other rights.  read(rc) reads the result
+ * before SPI_finish(), as the caller, and returns what run_on_marks() returns.
  */
-int run_on_marks(Oid marks, const char *sql, int nargs, Oid *types, Datum *values,
-                 Snapshot snapshot, bool read_only)
+template <typename Read>
+auto run_on_marks(Oid marks, const char *sql, int nargs, Oid *types, Datum *values,
+                  Snapshot snapshot, bool read_only, Read read) -> decltype(read(0))
 {
-	Rights saved = become(relation_owner(marks), SECURITY_NOFORCE_RLS, true);
-	int rc = run_sql(sql, nargs, types, values, snapshot, read_only, false);
-	restore(saved);
-	return rc;
+	return with_spi([&] {
+		Rights saved = become(relation_owner(marks), SECURITY_NOFORCE_RLS, true);
+		int rc = execute_sql(sql, nargs, types, values, snapshot, read_only, false);
+		restore(saved);
+		return read(rc);
+	});
 }
 
 } // namespace
@@ -99,6 +103,10 @@ CitusShard citus_shard(Relation shard, int64 id)
 	                   CStringGetTextDatum(psprintf("fencing_citus.marks_" INT64_FORMAT, id)),
 	                   ObjectIdGetDatum(RelationGetNamespace(shard)),
 	                   CStringGetTextDatum(RelationGetRelationName(shard))};
+	CitusShard placement{};
+	placement.id = id;
+	bool found = false;
+	char *column = nullptr;
 	citus_metadata_query(
 	    "SELECT pg_catalog.to_regclass(pg_catalog.shard_name(m.logicalrelid, "
 	    "m.shardid))::pg_catalog.oid,"
@@ -114,19 +122,17 @@ CitusShard citus_shard(Relation shard, int64 id)
 	    " JOIN pg_catalog.pg_class c ON c.oid = s.logicalrelid"
 	    " WHERE s.shardid = $1 AND c.relnamespace = $3"
 	    "  AND c.relname OPERATOR(pg_catalog.||) '_' OPERATOR(pg_catalog.||) $1 = $4",
-	    4, types, values);
-	CitusShard placement{};
-	placement.id = id;
-	bool found = SPI_processed > 0;
-	char *column = found ? citus_result_text(3) : nullptr;
-	if (found) {
-		bool isnull;
-		Datum marks = result_value(0, 1, &isnull);
-		placement.marks = isnull ? InvalidOid : DatumGetObjectId(marks);
-		Datum floors = result_value(0, 2, &isnull);
-		placement.floors = isnull ? InvalidOid : DatumGetObjectId(floors);
-	}
-	SPI_finish();
+	    4, types, values, [&]() {
+		    found = SPI_processed > 0;
+		    column = found ? citus_result_text(3) : nullptr;
+		    if (found) {
+			    bool isnull;
+			    Datum marks = result_value(0, 1, &isnull);
+			    placement.marks = isnull ? InvalidOid : DatumGetObjectId(marks);
+			    Datum floors = result_value(0, 2, &isnull);
+			    placement.floors = isnull ? InvalidOid : DatumGetObjectId(floors);
+		    }
+	    });
 	if (!found || !OidIsValid(placement.marks) || !OidIsValid(placement.floors) ||
 	    column == nullptr) {
 		const char *qualified = nullptr, *name = RelationGetRelationName(shard);
@@ -162,17 +168,15 @@ void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash 
 	    get_namespace_name(get_rel_namespace(shard.marks)), get_rel_name(shard.marks));
 	Oid types[3] = {shard.dist_type, BYTEAOID, INT8OID};
 	Datum values[3] = {dist_value, key_hash_datum(key), Int64GetDatum(token)};
-	int rc = run_on_marks(shard.marks,
-	                      psprintf("INSERT INTO %s AS m (dist, key, token, deleted_at)"
-	                               " VALUES ($1, $2, $3, pg_catalog.now())"
-	                               " ON CONFLICT (key, dist) DO UPDATE"
-	                               " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
-	                               " WHERE fencing.token_accepts(m.token, EXCLUDED.token, false)",
-	                               marks),
-	                      3, types, values, InvalidSnapshot, false);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "fencing: raising a mark failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
+	run_on_marks(shard.marks,
+	             psprintf("INSERT INTO %s AS m (dist, key, token, deleted_at)"
+	                      " VALUES ($1, $2, $3, pg_catalog.now())"
+	                      " ON CONFLICT (key, dist) DO UPDATE"
+	                      " SET token = EXCLUDED.token, deleted_at = pg_catalog.now()"
+	                      " WHERE fencing.token_accepts(m.token, EXCLUDED.token, false)",
+	                      marks),
+	             3, types, values, InvalidSnapshot, false,
+	             [&](int rc) { expect_result(rc, SPI_OK_INSERT, "raising a mark"); });
 }
 
 namespace
@@ -182,14 +186,13 @@ namespace
 bool max_token(const char *sql, int nargs, Oid *types, Datum *values, Snapshot snapshot,
                bool as_owner, int64 *result)
 {
-	int rc = run_sql(sql, nargs, types, values, snapshot, true, as_owner);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading tokens failed: %s", SPI_result_code_string(rc));
-	bool isnull = true;
-	if (SPI_processed > 0)
-		*result = DatumGetInt64(result_value(0, 1, &isnull));
-	SPI_finish();
-	return !isnull;
+	return run_sql(sql, nargs, types, values, snapshot, true, as_owner, [&](int rc) {
+		expect_result(rc, SPI_OK_SELECT, "reading tokens");
+		bool isnull = true;
+		if (SPI_processed > 0)
+			*result = DatumGetInt64(result_value(0, 1, &isnull));
+		return !isnull;
+	});
 }
 
 } // namespace
@@ -203,18 +206,17 @@ bool citus_find_high_water(const CitusShard &shard, const KeyHash &key, int64 *m
 	Oid types[1] = {BYTEAOID};
 	Datum values[1] = {key_hash_datum(key)};
 	/* The marks as their owner, the floor (the extension's) as the extension owner. */
-	int rc = run_on_marks(shard.marks,
-	                      psprintf("SELECT pg_catalog.max(token) FROM %s"
-	                               " WHERE key OPERATOR(pg_catalog.=) $1",
-	                               marks),
-	                      1, types, values, GetLatestSnapshot(), true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading tokens failed: %s", SPI_result_code_string(rc));
-	bool isnull = true;
-	if (SPI_processed > 0)
-		*mark = DatumGetInt64(result_value(0, 1, &isnull));
-	SPI_finish();
-	bool found = !isnull;
+	bool found = run_on_marks(shard.marks,
+	                          psprintf("SELECT pg_catalog.max(token) FROM %s"
+	                                   " WHERE key OPERATOR(pg_catalog.=) $1",
+	                                   marks),
+	                          1, types, values, GetLatestSnapshot(), true, [&](int rc) {
+		                          expect_result(rc, SPI_OK_SELECT, "reading tokens");
+		                          bool isnull = true;
+		                          if (SPI_processed > 0)
+			                          *mark = DatumGetInt64(result_value(0, 1, &isnull));
+		                          return !isnull;
+	                          });
 	int64 floor = 0;
 	Oid floor_types[1] = {INT8OID};
 	Datum floor_values[1] = {Int64GetDatum(shard.id)};
@@ -277,13 +279,11 @@ void citus_raise_floor(int64 id, int64 token)
 	require_own_schema();
 	Oid types[2] = {INT8OID, INT8OID};
 	Datum values[2] = {Int64GetDatum(id), Int64GetDatum(token)};
-	int rc = run_sql("INSERT INTO fencing_citus.floors AS f (id, token) VALUES ($1, $2)"
-	                 " ON CONFLICT (id) DO UPDATE SET token = EXCLUDED.token"
-	                 " WHERE fencing.token_accepts(f.token, EXCLUDED.token, false)",
-	                 2, types, values, InvalidSnapshot, false, true);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "fencing: raising a floor failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
+	run_sql("INSERT INTO fencing_citus.floors AS f (id, token) VALUES ($1, $2)"
+	        " ON CONFLICT (id) DO UPDATE SET token = EXCLUDED.token"
+	        " WHERE fencing.token_accepts(f.token, EXCLUDED.token, false)",
+	        2, types, values, InvalidSnapshot, false, true,
+	        [&](int rc) { expect_result(rc, SPI_OK_INSERT, "raising a floor"); });
 }
 
 int64 citus_remove_marks(int64 id, int64 below)
@@ -296,16 +296,14 @@ int64 citus_remove_marks(int64 id, int64 below)
 		return 0;
 	Oid types[1] = {INT8OID};
 	Datum values[1] = {Int64GetDatum(below)};
-	int rc = run_on_marks(marks,
-	                      psprintf("DELETE FROM fencing_citus.marks_" INT64_FORMAT
-	                               " WHERE token OPERATOR(pg_catalog.<) $1",
-	                               id),
-	                      1, types, values, InvalidSnapshot, false);
-	if (rc != SPI_OK_DELETE)
-		elog(ERROR, "fencing: removing marks failed: %s", SPI_result_code_string(rc));
-	int64 removed = static_cast<int64>(SPI_processed);
-	SPI_finish();
-	return removed;
+	return run_on_marks(marks,
+	                    psprintf("DELETE FROM fencing_citus.marks_" INT64_FORMAT
+	                             " WHERE token OPERATOR(pg_catalog.<) $1",
+	                             id),
+	                    1, types, values, InvalidSnapshot, false, [&](int rc) {
+		                    expect_result(rc, SPI_OK_DELETE, "removing marks");
+		                    return static_cast<int64>(SPI_processed);
+	                    });
 }
 
 bool on_coordinator()
@@ -313,11 +311,11 @@ bool on_coordinator()
 	const char *application = GetConfigOption("application_name", false, false);
 	if (application != nullptr && strncmp(application, "citus_internal", 14) == 0)
 		return false;
-	citus_metadata_query("SELECT pg_catalog.citus_is_coordinator()", 0, nullptr, nullptr);
-	bool isnull = true;
-	bool coordinator = SPI_processed > 0 && DatumGetBool(result_value(0, 1, &isnull)) && !isnull;
-	SPI_finish();
-	return coordinator;
+	return citus_metadata_query(
+	    "SELECT pg_catalog.citus_is_coordinator()", 0, nullptr, nullptr, [] {
+		    bool isnull = true;
+		    return SPI_processed > 0 && DatumGetBool(result_value(0, 1, &isnull)) && !isnull;
+	    });
 }
 
 } // namespace fencing
@@ -347,17 +345,15 @@ FENCING_FUNCTION(citus_record_shards)
 		                errhint("Run fencing.protect() on the coordinator.")));
 	Oid types[1] = {OIDOID};
 	Datum values[1] = {ObjectIdGetDatum(target)};
-	int rc = fencing::run_sql("DELETE FROM fencing_citus.shards WHERE id = $1::pg_catalog.int8", 1,
-	                          types, values, InvalidSnapshot, false, true);
-	if (rc != SPI_OK_DELETE)
-		elog(ERROR, "fencing: recording shards failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
-	rc = fencing::run_sql("INSERT INTO fencing_citus.shards (shardid, id)"
-	                      " SELECT s.shardid, $1::pg_catalog.int8 FROM pg_catalog.pg_dist_shard s"
-	                      " WHERE s.logicalrelid = $1",
-	                      1, types, values, InvalidSnapshot, false, true);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "fencing: recording shards failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
+	fencing::run_sql("DELETE FROM fencing_citus.shards WHERE id = $1::pg_catalog.int8", 1, types,
+	                 values, InvalidSnapshot, false, true, [&](int rc) {
+		                 fencing::expect_result(rc, SPI_OK_DELETE, "recording shards");
+	                 });
+	fencing::run_sql("INSERT INTO fencing_citus.shards (shardid, id)"
+	                 " SELECT s.shardid, $1::pg_catalog.int8 FROM pg_catalog.pg_dist_shard s"
+	                 " WHERE s.logicalrelid = $1",
+	                 1, types, values, InvalidSnapshot, false, true, [&](int rc) {
+		                 fencing::expect_result(rc, SPI_OK_INSERT, "recording shards");
+	                 });
 	PG_RETURN_VOID();
 }

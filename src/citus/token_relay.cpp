@@ -252,18 +252,19 @@ PlannedStmt *with_marks_dropped(PlannedStmt *statement)
 				continue;
 			Oid types[1] = {OIDOID};
 			Datum values[1] = {ObjectIdGetDatum(dropped)};
-			citus_metadata_query("SELECT c.oid FROM pg_catalog.pg_class c"
-			                     " WHERE c.relnamespace = $1 AND c.relkind = 'r'",
-			                     1, types, values);
 			/* In the caller's memory: SPI_finish() frees SPI's. */
 			List *relids = NIL;
-			MemoryContext spi_context = MemoryContextSwitchTo(citus_caller_context());
-			for (uint64 i = 0; i < SPI_processed; i++) {
-				bool isnull;
-				relids = lappend_oid(relids, DatumGetObjectId(result_value(i, 1, &isnull)));
-			}
-			MemoryContextSwitchTo(spi_context);
-			SPI_finish();
+			citus_metadata_query(
+			    "SELECT c.oid FROM pg_catalog.pg_class c"
+			    " WHERE c.relnamespace = $1 AND c.relkind = 'r'",
+			    1, types, values, [&] {
+				    MemoryContext spi_context = MemoryContextSwitchTo(citus_caller_context());
+				    for (uint64 i = 0; i < SPI_processed; i++) {
+					    bool isnull;
+					    relids = lappend_oid(relids, DatumGetObjectId(result_value(i, 1, &isnull)));
+				    }
+				    MemoryContextSwitchTo(spi_context);
+			    });
 			ListCell *relid;
 			foreach (relid, relids) {
 				Oid marks_table = marks_of(lfirst_oid(relid), schema);
@@ -276,13 +277,11 @@ PlannedStmt *with_marks_dropped(PlannedStmt *statement)
 					                          get_rel_name(marks_table))));
 					continue;
 				}
-				int rc = run_sql(psprintf("DROP TABLE fencing_citus.%s",
-				                          quote_identifier(get_rel_name(marks_table))),
-				                 0, nullptr, nullptr, InvalidSnapshot, false, false);
-				if (rc != SPI_OK_UTILITY)
-					elog(ERROR, "fencing: dropping a marks table failed: %s",
-					     SPI_result_code_string(rc));
-				SPI_finish();
+				run_sql(psprintf("DROP TABLE fencing_citus.%s",
+				                 quote_identifier(get_rel_name(marks_table))),
+				        0, nullptr, nullptr, InvalidSnapshot, false, false, [](int rc) {
+					        expect_result(rc, SPI_OK_UTILITY, "dropping a marks table");
+				        });
 			}
 		}
 		return statement;

@@ -57,28 +57,27 @@ constexpr long last_backoff_ms = 100;
 /* Reads the resource's live lease, if any, with a plain read (no row lock). */
 LiveLease read_live_lease(const char *resource, const char *holder)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	Oid types[2] = {TEXTOID, TEXTOID};
-	SPIPlanPtr plan = kept_plan(
-	    &live_lease_plan,
-	    "SELECT holder = $2, token, expires_at FROM fencing.resources"
-	    " WHERE resource = $1 AND NOT released AND expires_at > pg_catalog.clock_timestamp()",
-	    2, types);
-	Datum values[2] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder)};
-	run_plan(plan, values, nullptr, false, SPI_OK_SELECT);
-	LiveLease lease = {false, false, 0, 0};
-	if (SPI_processed > 0) {
-		bool isnull;
-		lease.live = true;
-		Datum own = result_value(0, 1, &isnull);
-		lease.own = !isnull && DatumGetBool(own);
-		Datum token = result_value(0, 2, &isnull);
-		lease.token = isnull ? 0 : DatumGetInt64(token);
-		lease.expires_at = DatumGetTimestampTz(result_value(0, 3, &isnull));
-	}
-	SPI_finish();
-	return lease;
+	return with_spi([&] {
+		Oid types[2] = {TEXTOID, TEXTOID};
+		SPIPlanPtr plan = kept_plan(
+		    &live_lease_plan,
+		    "SELECT holder = $2, token, expires_at FROM fencing.resources"
+		    " WHERE resource = $1 AND NOT released AND expires_at > pg_catalog.clock_timestamp()",
+		    2, types);
+		Datum values[2] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder)};
+		run_plan(plan, values, nullptr, false, SPI_OK_SELECT);
+		LiveLease lease = {false, false, 0, 0};
+		if (SPI_processed > 0) {
+			bool isnull;
+			lease.live = true;
+			Datum own = result_value(0, 1, &isnull);
+			lease.own = !isnull && DatumGetBool(own);
+			Datum token = result_value(0, 2, &isnull);
+			lease.token = isnull ? 0 : DatumGetInt64(token);
+			lease.expires_at = DatumGetTimestampTz(result_value(0, 3, &isnull));
+		}
+		return lease;
+	});
 }
 
 /*

@@ -115,21 +115,20 @@ FENCING_FUNCTION(renew_all)
 	if (nnames == 0)
 		return (Datum)0;
 	require_grant_confirmation();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "fencing: SPI_connect failed");
-	Oid types[4] = {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, INTERVALOID};
-	SPIPlanPtr plan = kept_plan(&renew_all_plan, renew_all_sql, 4, types);
-	Datum arguments[4] = {CStringGetTextDatum(holder), PointerGetDatum(resources),
-	                      PointerGetDatum(tokens), ttl};
-	run_plan(plan, arguments, nullptr, false, SPI_OK_SELECT);
-	for (uint64 row = 0; row < SPI_processed; row++) {
-		Datum columns[4];
-		bool nulls[4];
-		for (int c = 0; c < 4; c++)
-			columns[c] = result_value(row, c + 1, &nulls[c]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, columns, nulls);
-	}
-	SPI_finish();
+	with_spi([&] {
+		Oid types[4] = {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, INTERVALOID};
+		SPIPlanPtr plan = kept_plan(&renew_all_plan, renew_all_sql, 4, types);
+		Datum arguments[4] = {CStringGetTextDatum(holder), PointerGetDatum(resources),
+		                      PointerGetDatum(tokens), ttl};
+		run_plan(plan, arguments, nullptr, false, SPI_OK_SELECT);
+		for (uint64 row = 0; row < SPI_processed; row++) {
+			Datum columns[4];
+			bool nulls[4];
+			for (int c = 0; c < 4; c++)
+				columns[c] = result_value(row, c + 1, &nulls[c]);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, columns, nulls);
+		}
+	});
 	require_durable_commit();
 	return (Datum)0;
 }

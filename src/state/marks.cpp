@@ -165,19 +165,17 @@ int64 floor_of(const MarkScope &scope)
 	bool found;
 	Oid types[1] = {REGCLASSARRAYOID};
 	Datum values[1] = {relid_array(scope)};
-	int rc = run_as_owner(&scope_floor_plan,
-	                      "SELECT pg_catalog.max(compacted) FROM fencing.floors"
-	                      " WHERE relid OPERATOR(pg_catalog.=) ANY ($1)",
-	                      1, types, values, GetLatestSnapshot(), true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading floors failed: %s", SPI_result_code_string(rc));
-	bool isnull = true;
-	int64 floor = 0;
-	if (SPI_processed > 0)
-		floor = DatumGetInt64(result_value(0, 1, &isnull));
-	SPI_finish();
-	if (isnull)
-		floor = 0;
+	int64 floor = run_as_owner(&scope_floor_plan,
+	                           "SELECT pg_catalog.max(compacted) FROM fencing.floors"
+	                           " WHERE relid OPERATOR(pg_catalog.=) ANY ($1)",
+	                           1, types, values, GetLatestSnapshot(), true, [&](int rc) {
+		                           expect_result(rc, SPI_OK_SELECT, "reading floors");
+		                           bool isnull = true;
+		                           int64 floor = 0;
+		                           if (SPI_processed > 0)
+			                           floor = DatumGetInt64(result_value(0, 1, &isnull));
+		                           return isnull ? 0 : floor;
+	                           });
 	/* The hash table may have been reset meanwhile: look the slot up again. */
 	auto *entry =
 	    static_cast<FloorEntry *>(hash_search(floor_cache, &scope.relids[0], HASH_ENTER, &found));

@@ -98,25 +98,25 @@ bool read_registration(Oid relid, Registration *registration)
 		return read_trigger_registration(relid, registration);
 	Oid types[1] = {REGCLASSOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
-	int rc = run_as_owner(&lookup_plan,
-	                      "SELECT r.token_column, r.mode, r.protected FROM fencing.registry r"
-	                      " WHERE r.relid OPERATOR(pg_catalog.=) $1",
-	                      1, types, values, GetLatestSnapshot(), true);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "fencing: reading the registry failed: %s", SPI_result_code_string(rc));
-	bool found = SPI_processed > 0;
-	if (found) {
-		bool isnull;
-		registration->relid = relid;
-		namestrcpy(&registration->token_column,
-		           NameStr(*DatumGetName(result_value(0, 1, &isnull))));
-		char *mode = TextDatumGetCString(result_value(0, 2, &isnull));
-		if (!parse_mode(mode, &registration->mode))
-			elog(ERROR, "fencing: the registry holds mode \"%s\"", mode);
-		registration->is_protected = DatumGetBool(result_value(0, 3, &isnull));
-	}
-	SPI_finish();
-	return found;
+	return run_as_owner(&lookup_plan,
+	                    "SELECT r.token_column, r.mode, r.protected FROM fencing.registry r"
+	                    " WHERE r.relid OPERATOR(pg_catalog.=) $1",
+	                    1, types, values, GetLatestSnapshot(), true, [&](int rc) {
+		                    expect_result(rc, SPI_OK_SELECT, "reading the registry");
+		                    bool found = SPI_processed > 0;
+		                    if (found) {
+			                    bool isnull;
+			                    registration->relid = relid;
+			                    namestrcpy(&registration->token_column,
+			                               NameStr(*DatumGetName(result_value(0, 1, &isnull))));
+			                    char *mode = TextDatumGetCString(result_value(0, 2, &isnull));
+			                    if (!parse_mode(mode, &registration->mode))
+				                    elog(ERROR, "fencing: the registry holds mode \"%s\"", mode);
+			                    registration->is_protected =
+			                        DatumGetBool(result_value(0, 3, &isnull));
+		                    }
+		                    return found;
+	                    });
 }
 
 /* Are two identity arrays (or NULLs) equal? */
@@ -238,30 +238,31 @@ bool identity_unchanged(Relation rel)
 	Oid types[2] = {REGCLASSOID, REGCLASSARRAYOID};
 	Datum values[2] = {ObjectIdGetDatum(relid),
 	                   relid_array(find_all_inheritors(relid, NoLock, nullptr))};
-	int rc = run_as_owner(&identity_plan,
-	                      "SELECT r.key_columns, r.key_types, r.key_collations, r.key_typmods,"
-	                      " r.relid IS NOT NULL,"
-	                      " EXISTS (SELECT FROM fencing.deleted_keys d"
-	                      "  WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2))"
-	                      " FROM (SELECT) one LEFT JOIN fencing.registry r"
-	                      "  ON r.relid OPERATOR(pg_catalog.=) $1",
-	                      2, types, values, GetLatestSnapshot(), true);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "fencing: reading the registry failed: %s", SPI_result_code_string(rc));
-	bool isnull, null[4];
-	Datum recorded[4];
-	for (int i = 0; i < 4; i++)
-		recorded[i] = result_value(0, i + 1, &null[i]);
-	bool was_registered = DatumGetBool(result_value(0, 5, &isnull));
-	bool has_marks = DatumGetBool(result_value(0, 6, &isnull));
-	bool unchanged = true;
-	for (int i = 0; i < 4; i++)
-		unchanged = unchanged && same_array(recorded[i], null[i], identity[i], !has_key);
-	/* Never registered: the identity its marks (if any) were made under is unknown. */
-	if (!was_registered)
-		unchanged = !has_marks;
-	SPI_finish();
-	return unchanged;
+	return run_as_owner(
+	    &identity_plan,
+	    "SELECT r.key_columns, r.key_types, r.key_collations, r.key_typmods,"
+	    " r.relid IS NOT NULL,"
+	    " EXISTS (SELECT FROM fencing.deleted_keys d"
+	    "  WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2))"
+	    " FROM (SELECT) one LEFT JOIN fencing.registry r"
+	    "  ON r.relid OPERATOR(pg_catalog.=) $1",
+	    2, types, values, GetLatestSnapshot(), true, [&](int rc) {
+		    if (rc != SPI_OK_SELECT || SPI_processed != 1)
+			    elog(ERROR, "fencing: reading the registry failed: %s", SPI_result_code_string(rc));
+		    bool isnull, null[4];
+		    Datum recorded[4];
+		    for (int i = 0; i < 4; i++)
+			    recorded[i] = result_value(0, i + 1, &null[i]);
+		    bool was_registered = DatumGetBool(result_value(0, 5, &isnull));
+		    bool has_marks = DatumGetBool(result_value(0, 6, &isnull));
+		    bool unchanged = true;
+		    for (int i = 0; i < 4; i++)
+			    unchanged = unchanged && same_array(recorded[i], null[i], identity[i], !has_key);
+		    /* Never registered: the identity its marks (if any) were made under is unknown. */
+		    if (!was_registered)
+			    unchanged = !has_marks;
+		    return unchanged;
+	    });
 }
 
 bool record_registration(Relation rel, const char *token_column, Mode mode, bool is_protected,
@@ -273,19 +274,18 @@ bool record_registration(Relation rel, const char *token_column, Mode mode, bool
 		Oid types[2] = {REGCLASSOID, REGCLASSARRAYOID};
 		Datum values[2] = {ObjectIdGetDatum(relid),
 		                   relid_array(find_all_inheritors(relid, NoLock, nullptr))};
-		int rc = run_as_owner(&marks_floor_plan,
-		                      "INSERT INTO fencing.floors (relid, token)"
-		                      " SELECT $1, pg_catalog.max(d.token) FROM fencing.deleted_keys d"
-		                      "  WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2)"
-		                      "  HAVING pg_catalog.max(d.token) IS NOT NULL"
-		                      " ON CONFLICT (relid) DO UPDATE"
-		                      " SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
-		                      " WHERE fencing.token_accepts(floors.token, EXCLUDED.token, true)",
-		                      2, types, values, InvalidSnapshot, false);
-		if (rc != SPI_OK_INSERT)
-			elog(ERROR, "fencing: raising a floor failed: %s", SPI_result_code_string(rc));
-		raised = SPI_processed > 0;
-		SPI_finish();
+		run_as_owner(&marks_floor_plan,
+		             "INSERT INTO fencing.floors (relid, token)"
+		             " SELECT $1, pg_catalog.max(d.token) FROM fencing.deleted_keys d"
+		             "  WHERE d.relid OPERATOR(pg_catalog.=) ANY ($2)"
+		             "  HAVING pg_catalog.max(d.token) IS NOT NULL"
+		             " ON CONFLICT (relid) DO UPDATE"
+		             " SET token = EXCLUDED.token, raised_at = pg_catalog.now()"
+		             " WHERE fencing.token_accepts(floors.token, EXCLUDED.token, true)",
+		             2, types, values, InvalidSnapshot, false, [&](int rc) {
+			             expect_result(rc, SPI_OK_INSERT, "raising a floor");
+			             raised = SPI_processed > 0;
+		             });
 	}
 	Datum identity[4];
 	bool has_key = key_identity(rel, identity);
@@ -303,19 +303,17 @@ bool record_registration(Relation rel, const char *token_column, Mode mode, bool
 	                   identity[3]};
 	char key_null = has_key ? ' ' : 'n';
 	char nulls[9] = {' ', ' ', ' ', ' ', key_null, key_null, key_null, key_null, '\0'};
-	int rc = run_as_owner(&upsert_plan,
-	                      "INSERT INTO fencing.registry AS r (relid, token_column, mode, protected,"
-	                      " key_columns, key_types, key_collations, key_typmods)"
-	                      " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-	                      " ON CONFLICT (relid) DO UPDATE SET token_column = EXCLUDED.token_column,"
-	                      " mode = EXCLUDED.mode, protected = EXCLUDED.protected,"
-	                      " key_columns = EXCLUDED.key_columns, key_types = EXCLUDED.key_types,"
-	                      " key_collations = EXCLUDED.key_collations,"
-	                      " key_typmods = EXCLUDED.key_typmods, recorded_at = pg_catalog.now()",
-	                      8, types, values, InvalidSnapshot, false, nulls);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "fencing: writing the registry failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
+	run_as_owner(&upsert_plan,
+	             "INSERT INTO fencing.registry AS r (relid, token_column, mode, protected,"
+	             " key_columns, key_types, key_collations, key_typmods)"
+	             " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+	             " ON CONFLICT (relid) DO UPDATE SET token_column = EXCLUDED.token_column,"
+	             " mode = EXCLUDED.mode, protected = EXCLUDED.protected,"
+	             " key_columns = EXCLUDED.key_columns, key_types = EXCLUDED.key_types,"
+	             " key_collations = EXCLUDED.key_collations,"
+	             " key_typmods = EXCLUDED.key_typmods, recorded_at = pg_catalog.now()",
+	             8, types, values, InvalidSnapshot, false, nulls,
+	             [&](int rc) { expect_result(rc, SPI_OK_INSERT, "writing the registry"); });
 	CacheInvalidateRelcacheByRelid(relid);
 	return raised;
 }
@@ -324,15 +322,14 @@ bool record_unprotected(Oid relid)
 {
 	Oid types[1] = {REGCLASSOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
-	int rc =
+	bool was =
 	    run_as_owner(&unprotect_plan,
 	                 "UPDATE fencing.registry SET protected = false, recorded_at = pg_catalog.now()"
 	                 " WHERE relid OPERATOR(pg_catalog.=) $1 AND protected",
-	                 1, types, values, InvalidSnapshot, false);
-	if (rc != SPI_OK_UPDATE)
-		elog(ERROR, "fencing: writing the registry failed: %s", SPI_result_code_string(rc));
-	bool was = SPI_processed > 0;
-	SPI_finish();
+	                 1, types, values, InvalidSnapshot, false, [&](int rc) {
+		                 expect_result(rc, SPI_OK_UPDATE, "writing the registry");
+		                 return SPI_processed > 0;
+	                 });
 	CacheInvalidateRelcacheByRelid(relid);
 	return was;
 }
