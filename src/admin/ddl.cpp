@@ -731,17 +731,17 @@ void keep_history(Oid parent, Oid partition)
 	             2, types, values, InvalidSnapshot, false,
 	             [&](int rc) { expect_result(rc, SPI_OK_INSERT, "copying marks"); });
 
-	int64 highest =
-	    run_as_owner(&partition_floor_plan,
-	                 "SELECT pg_catalog.max(f.token) FROM fencing.floors f"
-	                 " WHERE f.relid OPERATOR(pg_catalog.=) ANY ($1)",
-	                 1, types + 1, values + 1, GetLatestSnapshot(), true, [&](int rc) {
-		                 expect_result(rc, SPI_OK_SELECT, "reading floors");
-		                 bool isnull = true;
-		                 int64 highest =
-		                     SPI_processed > 0 ? DatumGetInt64(result_value(0, 1, &isnull)) : 0;
-		                 return isnull ? 0 : highest;
-	                 });
+	int64 highest = run_as_owner(&partition_floor_plan,
+	                             "SELECT pg_catalog.max(f.token) FROM fencing.floors f"
+	                             " WHERE f.relid OPERATOR(pg_catalog.=) ANY ($1)",
+	                             1, types + 1, values + 1, GetLatestSnapshot(), true, [&](int rc) {
+		                             expect_result(rc, SPI_OK_SELECT, "reading floors");
+		                             bool isnull = true;
+		                             int64 floor = SPI_processed > 0
+		                                               ? DatumGetInt64(result_value(0, 1, &isnull))
+		                                               : 0;
+		                             return isnull ? 0 : floor;
+	                             });
 	ListCell *cell;
 	foreach (cell, tree) {
 		Relation leaf = table_open(lfirst_oid(cell), AccessShareLock);

@@ -171,10 +171,10 @@ int64 floor_of(const MarkScope &scope)
 	                           1, types, values, GetLatestSnapshot(), true, [&](int rc) {
 		                           expect_result(rc, SPI_OK_SELECT, "reading floors");
 		                           bool isnull = true;
-		                           int64 floor = 0;
+		                           int64 found_floor = 0;
 		                           if (SPI_processed > 0)
-			                           floor = DatumGetInt64(result_value(0, 1, &isnull));
-		                           return isnull ? 0 : floor;
+			                           found_floor = DatumGetInt64(result_value(0, 1, &isnull));
+		                           return isnull ? 0 : found_floor;
 	                           });
 	/* The hash table may have been reset meanwhile: look the slot up again. */
 	auto *entry =
