@@ -18,7 +18,7 @@
 #include "base/compat.hpp"
 #include "catalog/citus_names.hpp"
 #include "reporting/rejections.hpp"
-#include "legacy/installed_release.hpp"
+#include "legacy/guard_0_1_0.hpp"
 #include "guard/fenced_write.hpp"
 #include "catalog/keys.hpp"
 #include "legacy/key_text_0_1_0.hpp"
@@ -125,12 +125,8 @@ Lend *lend_next(TableInfo *info, bool from_insert, int64 token)
 bool key_changes_unseen(TriggerData *trigger)
 {
 	const TriggerDesc *triggers = trigger->tg_relation->trigdesc;
-	/*
-	 * On a Citus shard, with a suffix; 0.1.0's objects
-	 * (legacy/installed_release.hpp) named it otherwise.
-	 */
-	const char *name =
-	    installed_layout() == Layout::v0_1_0 ? "fencing_guard_keys" : "fencing_guard_key_changes";
+	/* On a Citus shard, with a suffix; 0.1.0's objects named it otherwise. */
+	const char *name = key_changes_trigger_0_1_0("fencing_guard_key_changes");
 	bool others = false, checked = false, when = false;
 	for (int i = 0; triggers != nullptr && i < triggers->numtriggers; i++) {
 		const Trigger &t = triggers->triggers[i];
