@@ -245,8 +245,8 @@ Tree raise_table_floor(Oid relid, int64 below, MemoryContext keep, int64 *remove
 		            RelationGetRelationName(rel)),
 		     errhint("Compact the protected table: its marks and floor cover its partitions.")));
 	List *tree = find_all_inheritors(relid, ShareRowExclusiveLock, nullptr);
-	/* The marks only when the clock alone would refuse: reading them all takes long. */
 	MarkStore marks = open_mark_store(rel, fence, CurrentMemoryContext);
+	/* The marks only when the clock alone would refuse: reading them all takes long. */
 	int64 seen = issuable_now();
 	if (below > one_above(seen))
 		seen = std::max(seen, marks.kind->highest_mark(&marks, tree));
