@@ -67,13 +67,14 @@ void forget(Datum, Oid relid)
 /* Reads the registry row of `relid` (latest committed state, and this transaction's). */
 bool read_registration(Oid relid, Registration *registration)
 {
-	bool found;
-	if (trigger_settings_0_2_0(relid, &registration->token_column, &registration->mode, &found)) {
-		if (found) {
+	bool in_triggers;
+	if (trigger_settings_0_2_0(relid, &registration->token_column, &registration->mode,
+	                           &in_triggers)) {
+		if (in_triggers) {
 			registration->relid = relid;
 			registration->is_protected = true;
 		}
-		return found;
+		return in_triggers;
 	}
 	Oid types[1] = {REGCLASSOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
