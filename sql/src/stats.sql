@@ -5,7 +5,7 @@
 -- 'fencing'), one row per protected relation and per fenced resource of this
 -- database.  The last rejection's key may show values a reader may not
 -- otherwise see, so reading is for the owner and pg_read_all_stats.
-CREATE OR REPLACE FUNCTION fencing._stats(
+CREATE OR REPLACE FUNCTION fencing_internal._stats(
 	OUT relid oid, OUT resource text, OUT writes_accepted bigint, OUT stale_rejections bigint,
 	OUT missing_token_rejections bigint, OUT last_rejection_at timestamptz,
 	OUT last_rejection_kind text, OUT last_rejection_key text,
@@ -14,9 +14,9 @@ CREATE OR REPLACE FUNCTION fencing._stats(
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'stats'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION fencing._stats() IS 'internal: reads the counters behind fencing.stats';
-REVOKE ALL ON FUNCTION fencing._stats() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION fencing._stats() TO pg_read_all_stats;
+COMMENT ON FUNCTION fencing_internal._stats() IS 'internal: reads the counters behind fencing.stats';
+REVOKE ALL ON FUNCTION fencing_internal._stats() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing_internal._stats() TO pg_read_all_stats;
 
 CREATE OR REPLACE FUNCTION fencing.stats_reset()
 RETURNS void

@@ -23,7 +23,7 @@ CREATE OR REPLACE VIEW fencing.stats AS
 SELECT s.relid::regclass AS relation, s.resource, s.writes_accepted, s.stale_rejections,
        s.missing_token_rejections, s.last_rejection_at, s.last_rejection_kind,
        s.last_rejection_key, s.last_rejection_presented, s.last_rejection_stored, s.stats_reset
-FROM fencing._stats() s
+FROM fencing_internal._stats() s
 WHERE s.relid IS NULL OR EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = s.relid);
 COMMENT ON VIEW fencing.stats IS
 'accepted and rejected writes per protected relation and fenced resource, since stats_reset';
