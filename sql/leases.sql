@@ -152,6 +152,7 @@ DELETE FROM fencing.resource_floors WHERE prefix = 'res:again';
 -- The functions that write lease, fence and mark state are the only SECURITY DEFINER
 -- ones, and pin search_path.
 SELECT p.proname, p.prosecdef, p.proconfig FROM pg_proc p
-WHERE p.pronamespace = 'fencing'::regnamespace AND p.prosecdef ORDER BY 1;
+WHERE p.pronamespace IN ('fencing'::regnamespace, 'fencing_internal'::regnamespace) AND p.prosecdef
+ORDER BY 1;
 DROP OWNED BY regress_fencing_worker;
 DROP ROLE regress_fencing_worker;

@@ -112,8 +112,8 @@ void call_with_settings(const char *function, Oid relid, const char *token_colum
 	namestrcpy(&column, token_column);
 	Datum values[3] = {ObjectIdGetDatum(relid), NameGetDatum(&column),
 	                   CStringGetTextDatum(mode_name(mode))};
-	run_as_table_owner(relid, psprintf("SELECT %s.%s($1, $2, $3)", helper_schema(), function), 3, types,
-	                   values);
+	run_as_table_owner(relid, psprintf("SELECT %s.%s($1, $2, $3)", helper_schema(), function), 3,
+	                   types, values);
 }
 
 } // namespace
@@ -819,8 +819,9 @@ void follow_trigger(Oid trigger_oid, bool renamed)
 FENCING_FUNCTION(after_table_ddl)
 {
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-		                errmsg("fencing_internal._after_table_ddl: not fired by an event trigger")));
+		ereport(ERROR,
+		        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		         errmsg("fencing_internal._after_table_ddl: not fired by an event trigger")));
 	if (own_ddl > 0)
 		PG_RETURN_VOID();
 	/*

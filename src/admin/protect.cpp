@@ -108,7 +108,8 @@ FENCING_FUNCTION(highest_token)
 	PG_RETURN_INT64(highest);
 }
 
-/* fencing_internal._default_is_zero(target, column): is the column's default absent or the constant 0? */
+/* fencing_internal._default_is_zero(target, column): is the column's default absent or the constant
+ * 0? */
 FENCING_FUNCTION(default_is_zero)
 {
 	Relation rel = open_target(fcinfo, AccessShareLock);

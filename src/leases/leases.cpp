@@ -159,7 +159,8 @@ Grant grant_lease(const char *resource, const char *holder, Datum ttl)
 			grant_free_plan = nullptr;
 			if (grant_free_text != nullptr)
 				pfree(grant_free_text);
-			grant_free_text = MemoryContextStrdup(TopMemoryContext, psprintf(grant_free_sql, schema));
+			grant_free_text =
+			    MemoryContextStrdup(TopMemoryContext, psprintf(grant_free_sql, schema));
 			grant_free_schema = schema;
 		}
 		SPIPlanPtr plan = kept_plan(&grant_free_plan, grant_free_text, 4, types);

@@ -43,8 +43,8 @@ const char *helper_schema()
 	Oid schema = get_namespace_oid("fencing_internal", true);
 	if (!OidIsValid(extension))
 		return "fencing_internal"; /* not installed (yet): nothing to call; not kept */
-	bool ours = OidIsValid(schema) &&
-	            getExtensionOfObject(NamespaceRelationId, schema) == extension;
+	bool ours =
+	    OidIsValid(schema) && getExtensionOfObject(NamespaceRelationId, schema) == extension;
 	cached = ours ? "fencing_internal" : "fencing";
 	known = true;
 	return cached;

@@ -608,7 +608,8 @@ template <typename F> void each_entry_of_database(F f)
 
 using namespace fencing;
 
-/* fencing_internal._stats(): the counters of the current database, one row per relation or resource. */
+/* fencing_internal._stats(): the counters of the current database, one row per relation or
+ * resource. */
 FENCING_FUNCTION(stats)
 {
 	InitMaterializedSRF(fcinfo, 0);
