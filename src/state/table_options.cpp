@@ -4,14 +4,13 @@
 #include "state/table_options.hpp"
 #include "base/relid_cache.hpp"
 #include "base/spi.hpp"
+#include "legacy/table_options_0_3_0.hpp"
 #include "state/registry.hpp"
 
 extern "C" {
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
-#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 }
 
@@ -35,18 +34,11 @@ struct CacheEntry {
 FENCING_PLAIN_DATA(CacheEntry);
 HTAB *cache = nullptr;
 
-/* Does this database hold 0.4.0's objects (the table of options)? */
-bool options_installed()
-{
-	Oid schema = get_namespace_oid("fencing", true);
-	return OidIsValid(schema) && OidIsValid(get_relname_relid("table_options", schema));
-}
-
 /* Reads the options of `relid` (latest committed state, and this transaction's). */
 TableOptions read_options(Oid relid)
 {
 	TableOptions options{relid, true, 0, InvalidOid};
-	if (!options_installed())
+	if (no_table_options_0_3_0())
 		return options;
 	Oid types[1] = {REGCLASSOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
@@ -154,7 +146,7 @@ bool record_maintainer(Oid relid, Oid role)
 
 void forget_options(Oid relid)
 {
-	if (!options_installed())
+	if (no_table_options_0_3_0())
 		return;
 	Oid types[1] = {REGCLASSOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
