@@ -209,8 +209,8 @@ FENCING_FUNCTION(renew)
 	require_grant_confirmation();
 	Datum values[4] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
 	                   Int64GetDatum(token), ttl};
-	bool renewed = update_held_lease(&renew_plan, "expires_at = pg_catalog.clock_timestamp() + $4",
-	                                 values, 4);
+	bool renewed =
+	    update_held_lease(&renew_plan, "expires_at = pg_catalog.clock_timestamp() + $4", values, 4);
 	count_renewal(resource, token, ttl, renewed);
 	PG_RETURN_BOOL(renewed);
 }

@@ -102,8 +102,10 @@ struct Tracked {
 	TimestampTz expires_at;
 	bool released;
 	bool expiry_counted;
-	int64 expired_token; /* the lease before, if it expired while held; else 0 */
-	bool stale_counted;  /* a stale refusal of the expired lease was counted */
+	int64 expired_token;         /* the lease before, if it expired while held; else 0 */
+	TimestampTz expired_at;      /* ... its expiry */
+	TimestampTz expired_last_at; /* ... its grant or last renewal */
+	bool stale_counted;          /* a stale refusal of the expired lease was counted */
 };
 FENCING_PLAIN_DATA(Tracked);
 
@@ -153,8 +155,8 @@ void cut_prefix(const char *resource, char *prefix)
 	const char *colon = strchr(resource, ':');
 	size_t kept = colon != nullptr ? static_cast<size_t>(colon - resource) + 1 : strlen(resource);
 	if (kept >= prefix_length)
-		kept = static_cast<size_t>(
-		    pg_mbcliplen(resource, static_cast<int>(kept), prefix_length - 1));
+		kept =
+		    static_cast<size_t>(pg_mbcliplen(resource, static_cast<int>(kept), prefix_length - 1));
 	memcpy(prefix, resource, kept);
 	prefix[kept] = '\0';
 }
@@ -176,8 +178,7 @@ void record(Call call, const char *resource, int64 token, int64 ttl_us, bool wai
 	c->waited = waited;
 	c->level = GetCurrentTransactionNestLevel();
 	size_t length = strlen(resource);
-	c->resource =
-	    hash_bytes_extended(reinterpret_cast<const unsigned char *>(resource), length, 0);
+	c->resource = hash_bytes_extended(reinterpret_cast<const unsigned char *>(resource), length, 0);
 	cut_prefix(resource, c->prefix);
 	c->token = token;
 	c->at = GetCurrentTimestamp();
@@ -281,6 +282,10 @@ void note_failed_call(PrefixRow *row, Tracked *lease, const PendingCall &c)
 		}
 		row->max_overrun_us = Max(row->max_overrun_us, c.at - lease->expires_at);
 		row->max_late_gap_us = Max(row->max_late_gap_us, c.at - lease->last_at);
+	} else if (lease->expired_token != 0 && lease->expired_token == c.token) {
+		/* Taken over already (and counted then): its holder came back now. */
+		row->max_overrun_us = Max(row->max_overrun_us, c.at - lease->expired_at);
+		row->max_late_gap_us = Max(row->max_late_gap_us, c.at - lease->expired_last_at);
 	}
 }
 
@@ -307,6 +312,8 @@ void count_call(const PendingCall &c)
 			add_duration(&row->holds, lease->expires_at - lease->granted_at);
 		}
 		lease->expired_token = expired ? lease->token : 0;
+		lease->expired_at = lease->expires_at;
+		lease->expired_last_at = lease->last_at;
 		lease->stale_counted = false;
 		lease->token = c.token;
 		lease->granted_at = lease->last_at = c.at;
@@ -348,8 +355,7 @@ void count_call(const PendingCall &c)
 
 } // namespace
 
-void count_acquire(const char *resource, int64 token, Datum ttl, bool waited,
-                   TimestampTz started)
+void count_acquire(const char *resource, int64 token, Datum ttl, bool waited, TimestampTz started)
 {
 	if (!stats_on || shared == nullptr)
 		return;
@@ -374,8 +380,8 @@ void count_stale_lease_token(const char *resource, int64 presented)
 {
 	if (!stats_on || shared == nullptr)
 		return;
-	uint64 hash = hash_bytes_extended(reinterpret_cast<const unsigned char *>(resource),
-	                                  strlen(resource), 0);
+	uint64 hash =
+	    hash_bytes_extended(reinterpret_cast<const unsigned char *>(resource), strlen(resource), 0);
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	Tracked *lease = tracked_lease(hash, false);
 	if (lease != nullptr && !lease->stale_counted &&

@@ -19,8 +19,7 @@ namespace fencing
  * acquire() on `resource` returns `token` (0: NULL) for a lease of `ttl`
  * (an interval Datum); `waited`: called with a wait, from `started`.
  */
-void count_acquire(const char *resource, int64 token, Datum ttl, bool waited,
-                   TimestampTz started);
+void count_acquire(const char *resource, int64 token, Datum ttl, bool waited, TimestampTz started);
 
 /* renew() or renew_all() of (resource, token) for `ttl`: renewed or not. */
 void count_renewal(const char *resource, int64 token, Datum ttl, bool renewed);
