@@ -149,6 +149,12 @@ int64 interval_us(Datum ttl)
 	return span->time + (int64{span->month} * DAYS_PER_MONTH + span->day) * USECS_PER_DAY;
 }
 
+uint64 resource_hash(const char *resource)
+{
+	return hash_bytes_extended(reinterpret_cast<const unsigned char *>(resource),
+	                           static_cast<int>(strlen(resource)), 0);
+}
+
 /* The prefix of `resource`: up to and including its first ':', at most prefix_length - 1 bytes. */
 void cut_prefix(const char *resource, char *prefix)
 {
@@ -177,8 +183,7 @@ void record(Call call, const char *resource, int64 token, int64 ttl_us, bool wai
 	c->call = call;
 	c->waited = waited;
 	c->level = GetCurrentTransactionNestLevel();
-	size_t length = strlen(resource);
-	c->resource = hash_bytes_extended(reinterpret_cast<const unsigned char *>(resource), length, 0);
+	c->resource = resource_hash(resource);
 	cut_prefix(resource, c->prefix);
 	c->token = token;
 	c->at = GetCurrentTimestamp();
@@ -269,22 +274,27 @@ Tracked *tracked_lease(uint64 resource, bool make)
 	return lease;
 }
 
-/* A renew() or release() by the holder of `token` failed: was its lease expired while held? */
+/*
+ * A renew() or release() by the holder of `token` failed.  The lease it
+ * names is the resource's last one and was not released: it is no longer
+ * live, so it expired while held (judged by what the server decided, not by
+ * comparing clocks here, which lag the server's by the call's duration).
+ */
 void note_failed_call(PrefixRow *row, Tracked *lease, const PendingCall &c)
 {
 	if (lease == nullptr)
 		return;
-	if (lease->token == c.token && !lease->released && lease->expires_at <= c.at) {
+	if (lease->token == c.token && !lease->released) {
 		if (!lease->expiry_counted) {
 			row->expired++;
 			add_duration(&row->holds, lease->expires_at - lease->granted_at);
 			lease->expiry_counted = true;
 		}
-		row->max_overrun_us = Max(row->max_overrun_us, c.at - lease->expires_at);
+		row->max_overrun_us = Max(row->max_overrun_us, Max(c.at - lease->expires_at, 0));
 		row->max_late_gap_us = Max(row->max_late_gap_us, c.at - lease->last_at);
 	} else if (lease->expired_token != 0 && lease->expired_token == c.token) {
 		/* Taken over already (and counted then): its holder came back now. */
-		row->max_overrun_us = Max(row->max_overrun_us, c.at - lease->expired_at);
+		row->max_overrun_us = Max(row->max_overrun_us, Max(c.at - lease->expired_at, 0));
 		row->max_late_gap_us = Max(row->max_late_gap_us, c.at - lease->expired_last_at);
 	}
 }
@@ -294,6 +304,7 @@ void count_call(const PendingCall &c)
 {
 	PrefixRow *row = prefix_row(MyDatabaseId, c.prefix);
 	PrefixRow ignored;
+	memset(&ignored, 0, sizeof ignored);
 	if (row == nullptr)
 		row = &ignored; /* no room: measured into a row nobody reads */
 	Tracked *lease = tracked_lease(c.resource, c.call == Call::grant);
@@ -305,8 +316,8 @@ void count_call(const PendingCall &c)
 	switch (c.call) {
 	case Call::grant: {
 		row->grants++;
-		bool expired = lease->token != 0 && lease->token != c.token && !lease->released &&
-		               lease->expires_at <= c.at;
+		/* The server granted: the last lease, not released, was no longer live. */
+		bool expired = lease->token != 0 && lease->token != c.token && !lease->released;
 		if (expired && !lease->expiry_counted) {
 			row->expired++;
 			add_duration(&row->holds, lease->expires_at - lease->granted_at);
@@ -380,8 +391,7 @@ void count_stale_lease_token(const char *resource, int64 presented)
 {
 	if (!stats_on || shared == nullptr)
 		return;
-	uint64 hash =
-	    hash_bytes_extended(reinterpret_cast<const unsigned char *>(resource), strlen(resource), 0);
+	uint64 hash = resource_hash(resource);
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	Tracked *lease = tracked_lease(hash, false);
 	if (lease != nullptr && !lease->stale_counted &&
