@@ -70,6 +70,9 @@ DROP FUNCTION fencing.acquire(text, text, interval);
 
 --@include sql/src/views.sql
 
+-- New in 0.4.0: schema fencing_monitor, what pg_monitor reads.
+--@include sql/src/monitor.sql
+
 SELECT fencing._pass_grants();
 DROP FUNCTION fencing._pass_grants();
 DROP TABLE fencing._old_grants;
