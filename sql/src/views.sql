@@ -13,11 +13,15 @@ COMMENT ON VIEW fencing.protected_tables IS
 -- Leases as users see them; live is judged by the server's clock now.
 CREATE OR REPLACE VIEW fencing.leases AS
 SELECT r.resource, r.holder, r.token, r.granted_at, r.expires_at,
-       (NOT r.released AND r.expires_at > pg_catalog.clock_timestamp()) AS live
+       (NOT r.released AND r.expires_at > pg_catalog.clock_timestamp()) AS live,
+       CASE WHEN r.released THEN 'released'
+            WHEN r.expires_at > pg_catalog.clock_timestamp() THEN 'held'
+            ELSE 'expired' END AS state
 FROM fencing.resources r
 WHERE r.token IS NOT NULL;
 GRANT SELECT ON fencing.leases TO PUBLIC;
-COMMENT ON VIEW fencing.leases IS 'leases granted by fencing.acquire(); live by the server''s clock now';
+COMMENT ON VIEW fencing.leases IS
+'leases granted by fencing.acquire(); live and state (held, released, expired) by the server''s clock now';
 
 CREATE OR REPLACE VIEW fencing.stats AS
 SELECT s.relid::regclass AS relation, s.resource, s.writes_accepted, s.stale_rejections,
@@ -29,3 +33,24 @@ COMMENT ON VIEW fencing.stats IS
 'accepted and rejected writes per protected relation and fenced resource, since stats_reset';
 REVOKE ALL ON fencing.stats FROM PUBLIC;
 GRANT SELECT ON fencing.stats TO pg_read_all_stats;
+
+CREATE OR REPLACE VIEW fencing.lease_stats AS
+SELECT s.prefix, s.grants, s.refused_acquires, s.waits, s.wait_time, s.max_wait_time,
+       s.renewals, s.failed_renewals, s.expired_while_held, s.releases, s.failed_releases,
+       s.stats_reset
+FROM fencing._lease_stats() s;
+COMMENT ON VIEW fencing.lease_stats IS
+'lease calls per resource prefix (up to its first colon), counted at commit, since lease_stats_reset';
+REVOKE ALL ON fencing.lease_stats FROM PUBLIC;
+GRANT SELECT ON fencing.lease_stats TO pg_read_all_stats;
+
+CREATE OR REPLACE VIEW fencing.lease_health AS
+SELECT h.prefix, h.renewal_gaps, h.renewal_gap_p50, h.renewal_gap_p99, h.renewal_gap_max,
+       h.hold_times, h.hold_time_p50, h.hold_time_p99, h.hold_time_max, h.late_renewals,
+       h.expired_while_held, h.expired_then_stale, h.max_overrun, h.max_expired_gap,
+       h.suggested_ttl
+FROM fencing._lease_health() h;
+COMMENT ON VIEW fencing.lease_health IS
+'renewal gaps and hold times per resource prefix, leases that expired while held, a suggested TTL';
+REVOKE ALL ON fencing.lease_health FROM PUBLIC;
+GRANT SELECT ON fencing.lease_health TO pg_read_all_stats;

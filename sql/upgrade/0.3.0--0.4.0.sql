@@ -57,6 +57,9 @@ DROP TABLE fencing._acquire_grants;
 
 --@include sql/src/views.sql
 
+-- New in 0.4.0: schema fencing_monitor, what pg_monitor reads.
+--@include sql/src/monitor.sql
+
 -- Event triggers whose WHEN changed (event triggers cannot be altered, only
 -- dropped and created again; sql/src/event_triggers.sql has them as a fresh
 -- install does): the follower also sees CREATE TABLE AS and SELECT INTO

@@ -22,6 +22,7 @@
 #include "entry/settings.hpp"
 #include "guard/merge_check.hpp"
 #include "leases/lease_queue.hpp"
+#include "reporting/lease_stats.hpp"
 #include "reporting/stats.hpp"
 #include "state/token_issue.hpp"
 #include "state/token_setting.hpp"
@@ -151,8 +152,9 @@ void process_utility(PlannedStmt *statement, const char *text, bool read_only,
 
 /*
  * shmem_request (preloaded only): the previous hook; the token windows
- * (state/token_issue); the statistics (reporting/stats); the queue of
- * waiting acquire() calls (leases/lease_queue).
+ * (state/token_issue); the statistics (reporting/stats); the lease
+ * counters (reporting/lease_stats); the queue of waiting acquire() calls
+ * (leases/lease_queue).
  */
 void shmem_request()
 {
@@ -160,6 +162,7 @@ void shmem_request()
 		previous_shmem_request();
 	fencing::token_issue_request_shmem();
 	fencing::stats_request_shmem();
+	fencing::lease_stats_request_shmem();
 	fencing::lease_queue_request_shmem();
 }
 
@@ -170,6 +173,7 @@ void shmem_startup()
 		previous_shmem_startup();
 	fencing::token_issue_startup_shmem();
 	fencing::stats_startup_shmem();
+	fencing::lease_stats_startup_shmem();
 	fencing::lease_queue_startup_shmem();
 }
 
@@ -187,7 +191,8 @@ void object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub
 /*
  * The end of a transaction (every event goes to each; each picks its own):
  *  1. the DDL follower forgets the partitions dropped (admin/ddl);
- *  2. statistics (preloaded only): accepted writes reach shared memory;
+ *  2. statistics (preloaded only): accepted writes reach shared memory,
+ *     and the lease calls the lease counters (reporting/lease_stats);
  *  3. Citus forgets the token the workers got (citus/token_relay);
  *  4. the lease queue (preloaded only): at commit, the first waiter of a
  *     resource this transaction released is woken, and a grant's place in
@@ -200,6 +205,8 @@ void end_of_transaction(XactEvent event, void *)
 	fencing::ddl_end_of_transaction(event);
 	if (preloaded)
 		fencing::stats_end_of_transaction(event);
+	if (preloaded)
+		fencing::lease_stats_end_of_transaction(event);
 	fencing::citus_end_of_transaction(event);
 	if (preloaded)
 		fencing::lease_queue_end_of_transaction(event);
@@ -208,7 +215,8 @@ void end_of_transaction(XactEvent event, void *)
 
 /*
  * The start or end of a subtransaction:
- *  1. statistics (preloaded only): the counts saved for it are kept or dropped;
+ *  1. statistics (preloaded only): the counts saved for it are kept or
+ *     dropped, the lease calls made in it too (reporting/lease_stats);
  *  2. Citus: the workers' token is unknown again;
  *  3. the lease queue (preloaded only): a grant's place goes with its
  *     rolled-back subtransaction, or passes to the parent.
@@ -218,6 +226,8 @@ void end_of_subtransaction(SubXactEvent event, SubTransactionId subid, SubTransa
 {
 	if (preloaded)
 		fencing::stats_end_of_subtransaction(event);
+	if (preloaded)
+		fencing::lease_stats_end_of_subtransaction(event);
 	fencing::citus_end_of_subtransaction(event);
 	if (preloaded)
 		fencing::lease_queue_end_of_subtransaction(event, subid, parent);

@@ -231,6 +231,10 @@ INSERT INTO fresh VALUES (1, 5);
 -- Leases, fences, resource floors.  Tokens go on from 0.3.0's: above every
 -- old one, in the generation recorded for this timeline, no new timeline.
 SELECT resource, holder, live FROM fencing.leases ORDER BY resource;
+-- fencing.leases gained state (at the end): each lease 0.3.0 left is held,
+-- released or expired.
+SELECT resource, live, state FROM fencing.leases ORDER BY resource;
+SELECT attname FROM pg_attribute WHERE attrelid = 'fencing.leases'::regclass AND attnum > 0 ORDER BY attnum;
 SELECT fencing.renew('order:1', 'worker-a', value, '1 hour') AS still_held FROM facts WHERE name = 'live';
 SELECT fencing.renew('order:2', 'worker-b', value, '1 hour') AS renewed_released FROM facts WHERE name = 'released';
 SELECT fencing.acquire('order:1', 'worker-c', '1 hour') IS NULL AS still_busy;
@@ -266,6 +270,18 @@ SELECT fencing.token_at(now()) >> 42 = :newer >> 42 AS token_at_same_generation,
 SELECT fencing.compact_resources(value + 2, 'old:') AS compacted_resources FROM facts WHERE name = 'old';
 SELECT fencing.high_water_mark() >= :newer AS high_water_mark_follows;
 SELECT fencing.high_water_mark() >= value AS high_water_mark_not_lower FROM facts WHERE name = 'high_water_mark';
+
+-- New in 0.4.0: lease counters (empty without shared_preload_libraries, as
+-- here), and schema fencing_monitor, which pg_monitor reads without the
+-- right to take a lease.
+SELECT count(*) AS lease_stats_rows FROM fencing.lease_stats;
+SET ROLE pg_monitor;
+SELECT resource, state FROM fencing_monitor.leases ORDER BY resource;
+SELECT marks > 0 AS marks_counted FROM fencing_monitor.marks;
+SELECT generation IS NOT NULL AS generation_known FROM fencing_monitor.tokens;
+SELECT fencing.acquire('order:9', 'monitor', '1 hour');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
 
 -- The role goes (roles are the cluster's).
 DROP OWNED BY fencing_upgrade_owner;
