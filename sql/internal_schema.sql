@@ -64,6 +64,39 @@ SELECT fencing.unprotect('t.internal_user');
 SELECT t.error_of($$SELECT fencing_internal._after_table_ddl()$$);
 RESET ROLE;
 
+-- The functions behind fencing.stats and fencing.rollout_report are
+-- pg_read_all_stats's; called by a role without USAGE on schema fencing (a
+-- pg_monitor member, through fencing_monitor.stats, or directly) they show
+-- no rejected key, no tokens, no role and no application_name, as
+-- fencing_monitor.stats does not.
+CREATE ROLE regress_internal_monitor IN ROLE pg_monitor;
+CREATE TABLE t.internal_watched (k int PRIMARY KEY, last_fencing_token bigint NOT NULL DEFAULT 0);
+SELECT fencing.protect('t.internal_watched', enforce => false);
+SET application_name = 'regress-internal';
+INSERT INTO t.internal_watched VALUES (1);
+RESET application_name;
+SELECT fencing.set_enforce('t.internal_watched', true);
+BEGIN; SET LOCAL fencing.token = 5; UPDATE t.internal_watched SET k = 1; COMMIT;
+\set VERBOSITY terse
+BEGIN; SET LOCAL fencing.token = 4;
+UPDATE t.internal_watched SET k = 1;
+ROLLBACK;
+\set VERBOSITY default
+SELECT last_rejection_kind, last_rejection_key, last_rejection_presented, last_rejection_stored
+FROM fencing_internal._stats() WHERE relid = 't.internal_watched'::regclass;
+SELECT role IS NOT NULL AS role_named, application_name, reason, count FROM fencing_internal._rollout_report()
+WHERE relid = 't.internal_watched'::regclass;
+SET ROLE regress_internal_monitor;
+SELECT t.error_of($$SELECT * FROM fencing.stats$$);
+SELECT stale_rejections, missing_reported FROM fencing_monitor.stats WHERE relation = 't.internal_watched'::regclass;
+SELECT last_rejection_kind, last_rejection_key, last_rejection_presented, last_rejection_stored
+FROM fencing_internal._stats() WHERE relid = 't.internal_watched'::regclass;
+SELECT role, application_name, reason, count FROM fencing_internal._rollout_report()
+WHERE relid = 't.internal_watched'::regclass;
+RESET ROLE;
+DROP TABLE t.internal_watched;
+DROP ROLE regress_internal_monitor;
+
 DROP TABLE t.internal_nobody, t.internal_user;
 REVOKE CREATE ON SCHEMA t FROM regress_internal_nobody, regress_internal_user;
 REVOKE USAGE ON SCHEMA fencing FROM regress_internal_user;

@@ -298,7 +298,7 @@ int64 citus_remove_marks(int64 id, int64 below)
 	Datum values[1] = {Int64GetDatum(below)};
 	return run_on_marks(marks,
 	                    psprintf("DELETE FROM fencing_citus.marks_" INT64_FORMAT
-	                             " WHERE token OPERATOR(pg_catalog.<) $1",
+	                             " WHERE token OPERATOR(pg_catalog.<=) $1",
 	                             id),
 	                    1, types, values, InvalidSnapshot, false, [&](int rc) {
 		                    expect_result(rc, SPI_OK_DELETE, "removing marks");
@@ -334,8 +334,7 @@ FENCING_FUNCTION(citus_record_shards)
 		ereport(ERROR,
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
 	/* As protect() requires (schema fencing_internal grants USAGE to PUBLIC). */
-	if (!DatumGetBool(DirectFunctionCall2(has_schema_privilege_name, CStringGetTextDatum("fencing"),
-	                                      CStringGetTextDatum("USAGE"))))
+	if (!fencing::has_fencing_usage())
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 		                errmsg("permission denied for schema fencing")));
 	Oid target = PG_GETARG_OID(0);

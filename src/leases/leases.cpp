@@ -10,6 +10,7 @@
 #include "leases/lease_queue.hpp"
 #include "leases/leases.hpp"
 #include "leases/resources.hpp"
+#include "reporting/lease_stats.hpp"
 #include "base/spi.hpp"
 #include "base/token_compare.hpp"
 #include "state/token_issue.hpp"
@@ -227,8 +228,10 @@ FENCING_FUNCTION(renew)
 	require_grant_confirmation();
 	Datum values[4] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
 	                   Int64GetDatum(token), ttl};
-	PG_RETURN_BOOL(update_held_lease(&renew_plan, "expires_at = pg_catalog.clock_timestamp() + $4",
-	                                 values, 4));
+	bool renewed =
+	    update_held_lease(&renew_plan, "expires_at = pg_catalog.clock_timestamp() + $4", values, 4);
+	count_renewal(resource, token, ttl, renewed);
+	PG_RETURN_BOOL(renewed);
 }
 
 /* release(resource, holder, token): ends a live lease; false if it was lost. */
@@ -240,6 +243,7 @@ FENCING_FUNCTION(release)
 	Datum values[3] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
 	                   Int64GetDatum(token)};
 	bool held = update_held_lease(&release_plan, "released = true", values, 3);
+	count_release(resource, token, held);
 	if (held)
 		wake_queue_at_commit(resource);
 	PG_RETURN_BOOL(held);

@@ -6,6 +6,7 @@
 #include "base/arguments.hpp"
 #include "base/spi.hpp"
 #include "base/token_compare.hpp"
+#include "reporting/lease_stats.hpp"
 #include "state/token_issue.hpp"
 
 extern "C" {
@@ -126,6 +127,8 @@ FENCING_FUNCTION(renew_all)
 			bool nulls[4];
 			for (int c = 0; c < 4; c++)
 				columns[c] = result_value(row, c + 1, &nulls[c]);
+			count_renewal(TextDatumGetCString(columns[0]), DatumGetInt64(columns[1]), ttl,
+			              DatumGetBool(columns[2]));
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, columns, nulls);
 		}
 	});
