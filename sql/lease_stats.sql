@@ -120,7 +120,7 @@ END
 $$;
 SELECT late_renewals FROM fencing.lease_health WHERE prefix = 'late:';
 
--- Bounded: 120 prefixes of the server have rows of their own, the others
+-- Bounded: 32 prefixes of a database have rows of their own, the others
 -- count in their database's row "other".
 SELECT count(*) FROM generate_series(1, 130) i
 WHERE fencing.acquire('many' || i || ':x', 'a', '1 min') IS NOT NULL;
@@ -178,3 +178,20 @@ DROP ROLE lease_stats_reader;
 SELECT fencing.lease_stats_reset();
 SELECT count(*) FROM fencing.lease_stats;
 SELECT count(*) FROM fencing.lease_health;
+
+-- The prefixes of one database cannot take another database's rows: a
+-- database has at most 32 rows of prefixes, whatever names its roles use.
+SELECT current_database() AS home \gset
+CREATE DATABASE lease_stats_flood;
+\c lease_stats_flood
+CREATE EXTENSION fencing;
+SELECT count(*) FROM generate_series(1, 200) i
+WHERE fencing.acquire('flood' || i, 'a', '1 min') IS NOT NULL;
+SELECT count(*) FILTER (WHERE prefix <> 'other') AS prefix_rows,
+       sum(grants) FILTER (WHERE prefix = 'other') AS in_other, sum(grants) AS grants
+FROM fencing.lease_stats;
+\c :home
+SELECT fencing.acquire('mine:1', 'a', '1 min') IS NOT NULL AS granted;
+SELECT prefix, grants FROM fencing.lease_stats;
+DROP DATABASE lease_stats_flood;
+SELECT fencing.lease_stats_reset();

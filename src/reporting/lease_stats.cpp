@@ -2,8 +2,10 @@
  * Lease counters and lease health: one row per (database, resource prefix)
  * in shared memory, a fixed array of prefix_rows; the prefix of a resource
  * is its name up to and including its first ':' (the whole name without
- * one).  A prefix that finds no free row is counted in its database's row
- * "other" (other_rows of the rows are kept for those).  Beside them, a
+ * one).  A database has at most rows_per_database rows of prefixes, so
+ * that the roles of one database, whatever names they choose, cannot take
+ * the rows of another's; a prefix that finds no room is counted in its
+ * database's row "other" (other_rows of the rows are kept for those).  Beside them, a
  * set-associative table remembers the last lease of up to tracked_max
  * resources (its token, when it was granted and last renewed, when it
  * expires), from which renewal gaps, hold times and expiries while held
@@ -54,10 +56,11 @@ namespace fencing
 namespace
 {
 
-constexpr int prefix_length = 64; /* bytes kept of a prefix, with the terminator */
-constexpr int prefix_rows = 128;  /* rows for the whole server ... */
-constexpr int other_rows = 8;     /* ... of which these only for databases' "other" rows */
-constexpr int tracked_ways = 8;   /* places a resource may take */
+constexpr int prefix_length = 64;     /* bytes kept of a prefix, with the terminator */
+constexpr int prefix_rows = 256;      /* rows for the whole server ... */
+constexpr int other_rows = 32;        /* ... of which these only for databases' "other" rows */
+constexpr int rows_per_database = 32; /* rows of prefixes one database may have */
+constexpr int tracked_ways = 8;       /* places a resource may take */
 constexpr int tracked_max = 512 * tracked_ways; /* leases remembered */
 constexpr int calls_per_lock = 256;             /* calls counted per hold of the lock at commit */
 constexpr int buckets = 32;
@@ -215,6 +218,7 @@ PrefixRow *prefix_row(Oid dbid, const char *prefix)
 	PrefixRow *free_row = nullptr;
 	PrefixRow *other = nullptr;
 	int used = 0;
+	int used_here = 0;
 	for (PrefixRow &row : shared->rows) {
 		if (!row.in_use) {
 			if (free_row == nullptr)
@@ -228,8 +232,10 @@ PrefixRow *prefix_row(Oid dbid, const char *prefix)
 			other = &row;
 		else if (strcmp(row.prefix, prefix) == 0)
 			return &row;
+		else
+			used_here++;
 	}
-	if (free_row != nullptr && used < prefix_rows - other_rows) {
+	if (free_row != nullptr && used < prefix_rows - other_rows && used_here < rows_per_database) {
 		init_row(free_row, dbid, prefix, false);
 		return free_row;
 	}
