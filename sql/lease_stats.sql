@@ -105,6 +105,23 @@ SELECT renewal_gaps, renewal_gap_p50 >= '50 ms' AS p50, renewal_gap_p99 >= renew
        expired_while_held, suggested_ttl = 3 * renewal_gap_p99 AS suggested
 FROM fencing.lease_health WHERE prefix = 'gap:';
 
+-- The stretch from the last renewal (or the grant) to the release is a
+-- gap the TTL must cover too: a holder that renews quickly and then works
+-- 300 ms before it releases, and one that never renews, get a suggested TTL
+-- above what they held without a call.
+SELECT fencing.acquire('tail:1', 'a', '1 min') AS tail1 \gset
+SELECT fencing.renew('tail:1', 'a', :tail1, '1 min');
+SELECT fencing.renew('tail:1', 'a', :tail1, '1 min');
+SELECT pg_sleep(0.3);
+SELECT fencing.release('tail:1', 'a', :tail1);
+SELECT renewal_gaps, renewal_gap_max >= '300 ms' AS tail_measured, suggested_ttl >= '300 ms' AS covers_tail
+FROM fencing.lease_health WHERE prefix = 'tail:';
+SELECT fencing.acquire('once:1', 'a', '1 min') AS once1 \gset
+SELECT pg_sleep(0.1);
+SELECT fencing.release('once:1', 'a', :once1);
+SELECT renewal_gaps, suggested_ttl >= '100 ms' AS covers_hold
+FROM fencing.lease_health WHERE prefix = 'once:';
+
 -- A renewal within 10 % of the expiry: 300 ms leases renewed after 285 ms
 -- (tried again on a busy machine whose sleep overslept the lease).
 DO $$

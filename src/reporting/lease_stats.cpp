@@ -362,6 +362,8 @@ void count_call(const PendingCall &c)
 	case Call::released:
 		row->releases++;
 		if (lease != nullptr && lease->token == c.token && !lease->released) {
+			/* The stretch up to the release is one the TTL had to cover too. */
+			add_duration(&row->gaps, c.at - lease->last_at);
 			add_duration(&row->holds, c.at - lease->granted_at);
 			lease->released = true;
 		}
@@ -564,7 +566,8 @@ FENCING_FUNCTION(fencing_lease_stats)
 }
 
 /*
- * fencing._lease_health(): renewal gaps and hold times per prefix, late
+ * fencing._lease_health(): renewal gaps (from a grant or renewal to the next
+ * renewal or release) and hold times per prefix, late
  * renewals, expiries while held and the stale refusals that followed them,
  * and the suggested TTL: the larger of 3 x the p99 renewal gap and 2 x the
  * longest gap of a holder that came back to a lease expired while held.
