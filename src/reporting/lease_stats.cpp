@@ -26,9 +26,9 @@
  * it is matched against the leases at once.
  *
  * Durations go into histograms of log2 buckets of milliseconds (bucket 0:
- * below 1 ms, bucket b: from 2^(b-1) to 2^b ms); a percentile is the upper
- * bound of its bucket (at most twice the true value), capped by the
- * exact maximum.
+ * below 1 ms, bucket b: from 2^(b-1) to 2^b ms, the last one unbounded); a
+ * percentile is the upper bound of its bucket (at most twice the true
+ * value), capped by the exact maximum; in the last bucket, the maximum.
  */
 #include "reporting/lease_stats.hpp"
 #include "reporting/stats.hpp"
@@ -495,6 +495,9 @@ int64 percentile_us(const Histogram &histogram, double fraction)
 		if (seen >= rank)
 			break;
 	}
+	/* The last bucket has no upper bound (2^31 ms is under 25 days; a TTL may be 366). */
+	if (bucket == buckets - 1)
+		return histogram.max_us;
 	int64 bound = (int64{1} << bucket) * 1000;
 	return Min(bound, histogram.max_us);
 }
