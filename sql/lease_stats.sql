@@ -138,12 +138,15 @@ $$;
 SELECT late_renewals FROM fencing.lease_health WHERE prefix = 'late:';
 
 -- Bounded: 32 prefixes of a database have rows of their own, the others
--- count in their database's row "other".
+-- count in their database's row "other", and so does a resource named
+-- "other" (the view never has two rows of one prefix).
+SELECT fencing.acquire('other', 'a', '1 min') IS NOT NULL AS granted;
 SELECT count(*) FROM generate_series(1, 130) i
 WHERE fencing.acquire('many' || i || ':x', 'a', '1 min') IS NOT NULL;
 SELECT count(*) FILTER (WHERE prefix LIKE 'many%') < 130 AS bounded,
        count(*) FILTER (WHERE prefix = 'other') AS other_rows,
-       sum(grants) FILTER (WHERE prefix LIKE 'many%' OR prefix = 'other') AS grants
+       sum(grants) FILTER (WHERE prefix LIKE 'many%' OR prefix = 'other') AS grants,
+       count(*) = count(DISTINCT prefix) AS unique_prefixes
 FROM fencing.lease_stats;
 
 -- fencing.stats off: not counted.

@@ -60,7 +60,8 @@ constexpr int prefix_length = 64;     /* bytes kept of a prefix, with the termin
 constexpr int prefix_rows = 256;      /* rows for the whole server ... */
 constexpr int other_rows = 32;        /* ... of which these only for databases' "other" rows */
 constexpr int rows_per_database = 32; /* rows of prefixes one database may have */
-constexpr int tracked_ways = 8;       /* places a resource may take */
+constexpr const char *other_name = "other";
+constexpr int tracked_ways = 8;                 /* places a resource may take */
 constexpr int tracked_max = 512 * tracked_ways; /* leases remembered */
 constexpr int calls_per_lock = 256;             /* calls counted per hold of the lock at commit */
 constexpr int buckets = 32;
@@ -235,12 +236,15 @@ PrefixRow *prefix_row(Oid dbid, const char *prefix)
 		else
 			used_here++;
 	}
-	if (free_row != nullptr && used < prefix_rows - other_rows && used_here < rows_per_database) {
+	/* A resource named "other" counts in that row: two rows of one name would be one series twice.
+	 */
+	if (free_row != nullptr && used < prefix_rows - other_rows && used_here < rows_per_database &&
+	    strcmp(prefix, other_name) != 0) {
 		init_row(free_row, dbid, prefix, false);
 		return free_row;
 	}
 	if (other == nullptr && free_row != nullptr) {
-		init_row(free_row, dbid, "other", true);
+		init_row(free_row, dbid, other_name, true);
 		other = free_row;
 	}
 	return other;
