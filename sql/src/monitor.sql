@@ -11,7 +11,8 @@ GRANT USAGE ON SCHEMA fencing_monitor TO pg_monitor;
 
 CREATE OR REPLACE VIEW fencing_monitor.stats AS
 SELECT s.relation, s.resource, s.writes_accepted, s.stale_rejections,
-       s.missing_token_rejections, s.last_rejection_at, s.stats_reset
+       s.missing_token_rejections, s.last_rejection_at, s.stats_reset,
+       s.stale_reported, s.missing_reported, s.maintenance_writes
 FROM fencing.stats s;
 COMMENT ON VIEW fencing_monitor.stats IS 'fencing.stats without the last rejection''s key and tokens';
 

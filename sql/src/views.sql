@@ -3,12 +3,13 @@
 
 -- The protected tables and their settings, from the registry.
 CREATE OR REPLACE VIEW fencing.protected_tables AS
-SELECT r.relid AS relation, r.token_column, r.mode
-FROM fencing.registry r
+SELECT r.relid AS relation, r.token_column, r.mode,
+       COALESCE(o.enforce, true) AS enforce, o.max_token, o.maintainer
+FROM fencing.registry r LEFT JOIN fencing.table_options o ON o.relid = r.relid
 WHERE r.protected;
 GRANT SELECT ON fencing.protected_tables TO PUBLIC;
 COMMENT ON VIEW fencing.protected_tables IS
-'tables guarded by fencing.protect(): token column and mode';
+'tables guarded by fencing.protect(): token column, mode, enforcing or report-only, highest token accepted, maintainer';
 
 -- Leases as users see them; live is judged by the server's clock now.
 CREATE OR REPLACE VIEW fencing.leases AS
@@ -26,8 +27,14 @@ COMMENT ON VIEW fencing.leases IS
 CREATE OR REPLACE VIEW fencing.stats AS
 SELECT s.relid::regclass AS relation, s.resource, s.writes_accepted, s.stale_rejections,
        s.missing_token_rejections, s.last_rejection_at, s.last_rejection_kind,
-       s.last_rejection_key, s.last_rejection_presented, s.last_rejection_stored, s.stats_reset
+       s.last_rejection_key, s.last_rejection_presented, s.last_rejection_stored, s.stats_reset,
+       COALESCE(r.stale, 0) AS stale_reported, COALESCE(r.missing, 0) AS missing_reported,
+       COALESCE(r.maintenance, 0) AS maintenance_writes
 FROM fencing._stats() s
+LEFT JOIN (SELECT g.relid, pg_catalog.sum(g.count) FILTER (WHERE g.reason = 'stale')::bigint AS stale,
+                  pg_catalog.sum(g.count) FILTER (WHERE g.reason = 'missing')::bigint AS missing,
+                  pg_catalog.sum(g.count) FILTER (WHERE g.reason = 'maintenance')::bigint AS maintenance
+           FROM fencing._rollout_report() g GROUP BY g.relid) r ON r.relid = s.relid
 WHERE s.relid IS NULL OR EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = s.relid);
 COMMENT ON VIEW fencing.stats IS
 'accepted and rejected writes per protected relation and fenced resource, since stats_reset';

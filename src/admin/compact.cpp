@@ -106,9 +106,10 @@ bool remove_batch(const char *sql, Oid scope_type, Datum scope, Oid key_type, Da
 }
 
 /*
- * A relation's marks, a batch at a time.  Only marks below the relation's
- * own floor go: every lookup of a key's marks reads the floor of each
- * relation whose marks it reads, in the same snapshot (marks.cpp,
+ * A relation's marks, a batch at a time.  Only marks at or below the
+ * relation's own floor go (a mark equal to the floor refuses what the floor
+ * refuses, in either mode, so a mark at 2^63 - 1 can go too): every lookup of a key's marks reads
+ * the floor of each relation whose marks it reads, in the same snapshot (marks.cpp,
  * find_high_water()), so removing such a mark changes no lookup's result,
  * whatever state the rest of the compaction is in.
  *
@@ -130,13 +131,13 @@ const char *const mark_batch_sql =
     " SELECT d.ctid FROM fencing.deleted_keys d"
     "  WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM batch))"
     "  AND d.relid OPERATOR(pg_catalog.=) $1"
-    "  AND d.token OPERATOR(pg_catalog.<) LEAST($3, COALESCE((SELECT f.token FROM fencing.floors f"
+    "  AND d.token OPERATOR(pg_catalog.<=) LEAST($3, COALESCE((SELECT f.token FROM fencing.floors f"
     "   WHERE f.relid OPERATOR(pg_catalog.=) $1), 0))"
     "  FOR UPDATE OF d SKIP LOCKED),"
     " gone AS ("
     " DELETE FROM fencing.deleted_keys d"
     "  WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM taken))"
-    "  AND d.relid OPERATOR(pg_catalog.=) $1 AND d.token OPERATOR(pg_catalog.<) $3"
+    "  AND d.relid OPERATOR(pg_catalog.=) $1 AND d.token OPERATOR(pg_catalog.<=) $3"
     "  RETURNING 1)"
     " SELECT (SELECT key FROM batch ORDER BY key DESC LIMIT 1),"
     " (SELECT pg_catalog.count(*) FROM gone)";

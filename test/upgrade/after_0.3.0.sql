@@ -6,6 +6,13 @@
 -- unprotect() and compaction work.  State, not the list of objects
 -- (test/upgrade/objects.sql compares those with a fresh install).
 \set VERBOSITY terse
+-- Until the update, the new library serves 0.3.0's protect(target, column, mode).
+CREATE TABLE pre_update (id int PRIMARY KEY, v text);
+SELECT fencing.protect('pre_update', 'last_fencing_token', 'monotonic');
+INSERT INTO pre_update VALUES (1, 'x', 5);
+INSERT INTO pre_update VALUES (2, 'x');
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE pre_update;
 ALTER EXTENSION fencing UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'fencing';
 
@@ -282,6 +289,31 @@ SELECT generation IS NOT NULL AS generation_known FROM fencing_monitor.tokens;
 SELECT fencing.acquire('order:9', 'monitor', '1 hour');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+-- protect() gained enforce and max_token; its grants passed to it; every
+-- table protected before the update enforces, without a ceiling.
+SELECT has_function_privilege('fencing_upgrade_owner',
+                              'fencing.protect(regclass, name, text, boolean, bigint)', 'EXECUTE') AS grantee_may,
+       has_function_privilege('public',
+                              'fencing.protect(regclass, name, text, boolean, bigint)', 'EXECUTE') AS public_may;
+SELECT relation, enforce, max_token FROM fencing.protected_tables ORDER BY relation::text;
+-- Report-only on a table protected before the update: a write without a
+-- token is accepted, the stored token kept; enforcing again refuses it.
+SELECT last_fencing_token AS stored FROM jobs WHERE id = 5;
+SELECT fencing.set_enforce('jobs', false);
+UPDATE jobs SET state = 'report-only' WHERE id = 5;
+SELECT id, state, last_fencing_token FROM jobs WHERE id = 5;
+SELECT fencing.set_enforce('jobs', true);
+UPDATE jobs SET state = 'x' WHERE id = 5;
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.protect('jobs', max_token => 1000);
+INSERT INTO jobs VALUES (100, 'huge', 1001);
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.protect('jobs');
+-- The default rights again, as a fresh install has them (objects.sql compares).
+REVOKE EXECUTE ON FUNCTION fencing.protect(regclass, name, text, boolean, bigint) FROM fencing_upgrade_owner;
+GRANT EXECUTE ON FUNCTION fencing.protect(regclass, name, text, boolean, bigint) TO PUBLIC;
+UPDATE pg_proc SET proacl = NULL
+WHERE oid = 'fencing.protect(regclass, name, text, boolean, bigint)'::regprocedure;
 
 -- The role goes (roles are the cluster's).
 DROP OWNED BY fencing_upgrade_owner;
