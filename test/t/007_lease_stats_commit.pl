@@ -51,7 +51,7 @@ $node->safe_psql('postgres', q{
 });
 is($node->safe_psql('postgres',
 		"SELECT renewal_gaps || ',' || hold_times FROM fencing.lease_health WHERE prefix = 'bulk:'"),
-	'1,1', 'a remembered lease is measured');
+	'2,1', 'a remembered lease is measured (gaps up to the renewal and the release, a hold time)');
 
 $node->stop;
 done_testing();
