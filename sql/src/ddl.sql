@@ -84,4 +84,4 @@ AS 'MODULE_PATHNAME', 'refuse_partition_drops'
 LANGUAGE C;
 COMMENT ON FUNCTION fencing_internal._refuse_partition_drops() IS
 'internal: refuses a DROP that takes a partition of a protected table without the table';
-REVOKE ALL ON FUNCTION fencing_internal._refuse_partition_drops() FROM PUBLIC;  -- fired, never called by name
+REVOKE ALL ON FUNCTION fencing_internal._refuse_partition_drops() FROM PUBLIC;  -- _forget_dropped_marks() calls it
