@@ -163,7 +163,7 @@ ALTER TABLE kept RENAME COLUMN last_fencing_token TO tok;
 DROP TABLE kept;
 
 -- Internal helpers answer bad input with the standard SQLSTATE.
-SELECT fencing._key_change_condition(0);
+SELECT fencing_internal._key_change_condition(0);
 \echo :LAST_ERROR_SQLSTATE
 -- A hand-made trigger named fencing_guard without protect()'s arguments is
 -- not a protected table: the view and later DDL on the table still work.

@@ -1,4 +1,4 @@
--- fencing._grant_token() issues tokens for acquire()'s own UPDATE only: not
+-- fencing_internal._grant_token() issues tokens for acquire()'s own UPDATE only: not
 -- for code that runs inside that UPDATE in the same transaction and
 -- savepoint (a trigger on fencing.resources that a DBA added), not even for
 -- the extension owner who wrote that code.  Such a call could mint tokens no
@@ -15,7 +15,7 @@ CREATE TABLE t.minted (token bigint);
 -- and the acquire() that ran it fails with nothing minted.
 CREATE FUNCTION t.mint() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	INSERT INTO t.minted SELECT fencing._grant_token(0);
+	INSERT INTO t.minted SELECT fencing_internal._grant_token(0);
 	RETURN NEW;
 END
 $$;
@@ -30,7 +30,7 @@ CREATE OR REPLACE FUNCTION t.mint() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
 	token bigint;
 BEGIN
-	token := fencing._grant_token(0);
+	token := fencing_internal._grant_token(0);
 	INSERT INTO t.minted VALUES (token);
 	RETURN NEW;
 END
@@ -46,7 +46,7 @@ DROP TRIGGER mint ON fencing.resources;
 -- database would fail with 22003 until a promotion).
 CREATE OR REPLACE FUNCTION t.mint() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	PERFORM fencing._grant_token((((fencing.token_at(now()) >> 42) + 1) << 42) - 2);
+	PERFORM fencing_internal._grant_token((((fencing.token_at(now()) >> 42) + 1) << 42) - 2);
 	RETURN NEW;
 END
 $$;
@@ -64,7 +64,7 @@ SELECT bool_and(t > :t0) AS above_last,
 FROM (SELECT fencing.acquire('res:mint:' || i, 'b', '10 s') FROM generate_series(1, 3) i) g(t);
 
 -- The function itself stays refused outside acquire(), whatever the argument.
-SELECT t.error_of($$SELECT fencing._grant_token(1)$$);
+SELECT t.error_of($$SELECT fencing_internal._grant_token(1)$$);
 
 DROP FUNCTION t.mint();
 DROP TABLE t.minted;

@@ -183,7 +183,10 @@ SELECT t.error_of('SELECT fencing.release(''pause:1'', ''b'', 1)');
 SELECT t.error_of('SELECT fencing.fence(''pause:1'', 9007199254740000)');
 SELECT t.error_of('SELECT fencing.stats_reset()');
 SELECT t.error_of('SELECT fencing.lease_stats_reset()');
-SELECT t.error_of('SELECT * FROM fencing._lease_stats()');
+-- Called directly, the functions behind the views show it no more than
+-- they do (sql/internal_schema.sql: no key, role or application).
+SELECT count(*) = (SELECT count(*) FROM fencing_monitor.lease_stats) AS as_the_view
+FROM fencing_internal._lease_stats();
 SELECT t.error_of('INSERT INTO t.watched VALUES (1, 1)');
 SELECT t.error_of('UPDATE fencing.resources SET released = true');
 SELECT t.error_of('CREATE VIEW fencing_monitor.mine AS SELECT 1');

@@ -123,18 +123,18 @@ SELECT t.error_of($$SELECT setval('fencing.token_seq', 1)$$);
 SELECT t.error_of($$SELECT nextval('fencing.token_seq')$$);
 SELECT t.error_of($$ALTER SEQUENCE fencing.token_seq RESTART$$);
 SELECT t.error_of($$TRUNCATE fencing.resources$$);
-SELECT t.error_of($$SELECT fencing._grant_token(1)$$);
+SELECT t.error_of($$SELECT fencing_internal._grant_token(1)$$);
 SELECT fencing.release('res:worker', 'w', :tw) AS released;
 RESET ROLE;
 -- acquire()'s token function issues tokens inside acquire()'s UPDATE only:
 -- not even for the owner, nor in the transaction of an acquire() before.
-SELECT t.error_of($$SELECT fencing._grant_token(1)$$);
+SELECT t.error_of($$SELECT fencing_internal._grant_token(1)$$);
 BEGIN;
 SELECT fencing.acquire('res:worker', 'w2', '10 s') IS NOT NULL AS granted;
-SELECT t.error_of($$SELECT fencing._grant_token(1)$$);
-SELECT t.error_of($$SELECT fencing._grant_token(NULL)$$);
-SELECT t.error_of($$SELECT fencing._grant_token(1, 0)$$);
-SELECT t.error_of($$SELECT fencing._grant_token(1, NULL)$$);
+SELECT t.error_of($$SELECT fencing_internal._grant_token(1)$$);
+SELECT t.error_of($$SELECT fencing_internal._grant_token(NULL)$$);
+SELECT t.error_of($$SELECT fencing_internal._grant_token(1, 0)$$);
+SELECT t.error_of($$SELECT fencing_internal._grant_token(1, NULL)$$);
 ROLLBACK;
 -- A released lease and an expired one are granted again in one statement,
 -- above the last token and the resource's floor.
@@ -152,6 +152,7 @@ DELETE FROM fencing.resource_floors WHERE prefix = 'res:again';
 -- The functions that write lease, fence and mark state are the only SECURITY DEFINER
 -- ones, and pin search_path.
 SELECT p.proname, p.prosecdef, p.proconfig FROM pg_proc p
-WHERE p.pronamespace = 'fencing'::regnamespace AND p.prosecdef ORDER BY 1;
+WHERE p.pronamespace IN ('fencing'::regnamespace, 'fencing_internal'::regnamespace) AND p.prosecdef
+ORDER BY 1;
 DROP OWNED BY regress_fencing_worker;
 DROP ROLE regress_fencing_worker;

@@ -20,9 +20,11 @@ SELECT extrelocatable FROM pg_extension WHERE extname = 'fencing';
 SELECT count(*) AS settings FROM pg_db_role_setting s, unnest(s.setconfig) c
 WHERE c ~* 'fencing';
 
--- Every object has a comment; helpers that are not API start with an underscore.
+-- Every object has a comment; the helpers that are not API are in schema
+-- fencing_internal (internal_schema).
 SELECT p.proname FROM pg_proc p
-WHERE p.pronamespace = 'fencing'::regnamespace AND obj_description(p.oid, 'pg_proc') IS NULL;
+WHERE p.pronamespace IN ('fencing'::regnamespace, 'fencing_internal'::regnamespace)
+  AND obj_description(p.oid, 'pg_proc') IS NULL;
 SELECT c.relname FROM pg_class c
 WHERE c.relnamespace = 'fencing'::regnamespace AND c.relkind IN ('r', 'v', 'S')
   AND obj_description(c.oid, 'pg_class') IS NULL;

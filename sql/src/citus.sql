@@ -4,7 +4,7 @@
 -- Is schema fencing_citus, and its table floors, the extension owner's (made
 -- by _citus_floors())?  Any role with CREATE on the database can make a
 -- schema of that name first; the extension then never touches it.
-CREATE OR REPLACE FUNCTION fencing._citus_schema_is_ours()
+CREATE OR REPLACE FUNCTION fencing_internal._citus_schema_is_ours()
 RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -15,7 +15,7 @@ AS $$
 	                 AND r.oid = 'fencing.registry'::regclass
 	                 AND n.nspowner = r.relowner AND c.relowner = r.relowner)
 $$;
-COMMENT ON FUNCTION fencing._citus_schema_is_ours() IS
+COMMENT ON FUNCTION fencing_internal._citus_schema_is_ours() IS
 'internal: is schema fencing_citus the one the extension made';
 
 -- Citus: the schema fencing_citus and its reference table of TRUNCATE floors
@@ -24,7 +24,7 @@ COMMENT ON FUNCTION fencing._citus_schema_is_ours() IS
 -- (protect() does, as the table's owner) and read none but their own; anyone
 -- who may protect a table may make both.  A schema of that name made by
 -- another role is refused.
-CREATE OR REPLACE FUNCTION fencing._citus_floors()
+CREATE OR REPLACE FUNCTION fencing_internal._citus_floors()
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -45,14 +45,14 @@ BEGIN
 		REVOKE ALL ON fencing_citus.floors FROM PUBLIC;
 		COMMENT ON TABLE fencing_citus.floors IS 'TRUNCATE floors of protected distributed tables, by marks id';
 		PERFORM create_reference_table('fencing_citus.floors');
-	ELSIF NOT fencing._citus_schema_is_ours() THEN
+	ELSIF NOT fencing_internal._citus_schema_is_ours() THEN
 		RAISE EXCEPTION 'table fencing_citus.floors was not made by the fencing extension'
 			USING ERRCODE = 'object_not_in_prerequisite_state',
 			      HINT = 'Drop that table, then protect the table again.';
 	END IF;
 	-- The shards of each protected distributed table, by marks id: how a
 	-- node tells which table a shard's guard belongs to.
-	IF pg_catalog.to_regclass('fencing_citus.shards') IS NULL AND fencing._citus_schema_is_ours() THEN
+	IF pg_catalog.to_regclass('fencing_citus.shards') IS NULL AND fencing_internal._citus_schema_is_ours() THEN
 		CREATE TABLE fencing_citus.shards (shardid bigint PRIMARY KEY, id bigint NOT NULL);
 		REVOKE ALL ON fencing_citus.shards FROM PUBLIC;
 		COMMENT ON TABLE fencing_citus.shards IS 'shards of protected distributed tables, by marks id';
@@ -65,7 +65,7 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing._citus_floors() IS
+COMMENT ON FUNCTION fencing_internal._citus_floors() IS
 'internal: makes the schema fencing_citus and its table of floors on Citus';
 
 -- Citus: the id of a distributed table's marks table, made if missing, with
@@ -76,7 +76,7 @@ COMMENT ON FUNCTION fencing._citus_floors() IS
 -- shard's deleted keys live in the co-located shard of
 -- fencing_citus.marks_<id>, on the same node, so they move, split and
 -- rebalance with the rows; DROP TABLE of the protected table drops it too.
-CREATE OR REPLACE FUNCTION fencing._citus_marks(target regclass)
+CREATE OR REPLACE FUNCTION fencing_internal._citus_marks(target regclass)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -87,6 +87,7 @@ DECLARE
 	marks_owner regrole;
 	marks_owner_of_extension regrole;
 BEGIN
+	PERFORM fencing_internal._require_fencing_usage();
 	IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
 		RETURN NULL;
 	END IF;
@@ -122,9 +123,9 @@ BEGIN
 		RAISE EXCEPTION 'schema fencing_citus does not exist yet'
 			USING ERRCODE = 'object_not_in_prerequisite_state',
 			      DETAIL = 'The first fencing.protect() of a distributed table makes it; Citus'' workers see it only once that transaction commits.',
-			      HINT = 'Run SELECT fencing._citus_floors(); in a transaction of its own, then fencing.protect() again.';
+			      HINT = 'Run SELECT fencing_internal._citus_floors(); in a transaction of its own, then fencing.protect() again.';
 	END IF;
-	PERFORM fencing._citus_floors();
+	PERFORM fencing_internal._citus_floors();
 	IF pg_catalog.to_regclass(marks) IS NOT NULL THEN
 		-- Only the one protect() made: the table's owner's, co-located with it.
 		SELECT c.relowner::regrole INTO marks_owner FROM pg_class c WHERE c.oid = marks::regclass;
@@ -141,7 +142,7 @@ BEGIN
 				      HINT = format('Move its shards to the nodes of the table''s shards and run SELECT update_distributed_table_colocation(%L, colocate_with => %L).',
 				                    marks, target::text);
 		END IF;
-		PERFORM fencing._citus_record_shards(target);
+		PERFORM fencing_internal._citus_record_shards(target);
 		RETURN target::oid;
 	END IF;
 	EXECUTE format('CREATE TABLE %s (dist %s%s NOT NULL, key bytea NOT NULL, token bigint NOT NULL, '
@@ -158,11 +159,11 @@ BEGIN
 	FROM pg_class c WHERE c.oid = 'fencing.deleted_keys'::regclass;
 	EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %s TO %s', marks, marks_owner_of_extension);
 	PERFORM create_distributed_table(marks, 'dist', colocate_with => target::text);
-	PERFORM fencing._citus_record_shards(target);
+	PERFORM fencing_internal._citus_record_shards(target);
 	RETURN target::oid;
 END
 $$;
-COMMENT ON FUNCTION fencing._citus_marks(regclass) IS
+COMMENT ON FUNCTION fencing_internal._citus_marks(regclass) IS
 'internal: the marks table of a Citus distributed table, made if missing; NULL for local tables';
 
 -- Citus: records the shards of a distributed table under its marks id in
@@ -171,11 +172,11 @@ COMMENT ON FUNCTION fencing._citus_marks(regclass) IS
 -- argument; the guard goes on only where that id is the one recorded for the
 -- shard's table (src/citus.cpp): an id written into another table's trigger
 -- reaches no marks and no floor.
-CREATE OR REPLACE FUNCTION fencing._citus_record_shards(target regclass)
+CREATE OR REPLACE FUNCTION fencing_internal._citus_record_shards(target regclass)
 RETURNS void
 AS 'MODULE_PATHNAME', 'citus_record_shards'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION fencing._citus_record_shards(regclass) IS
+COMMENT ON FUNCTION fencing_internal._citus_record_shards(regclass) IS
 'internal: records the shards of a protected distributed table under its marks id';
 
 -- Citus: no role but the extension, the superuser and the owner of a
@@ -191,7 +192,7 @@ COMMENT ON FUNCTION fencing._citus_record_shards(regclass) IS
 -- checked.  So a role cannot take the name of another role's marks table,
 -- by CREATE, CREATE TABLE AS, RENAME or SET SCHEMA.  Runs as the role that
 -- ran the command; reads catalogs only.
-CREATE OR REPLACE FUNCTION fencing._guard_citus_schema()
+CREATE OR REPLACE FUNCTION fencing_internal._guard_citus_schema()
 RETURNS event_trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -263,5 +264,6 @@ BEGIN
 	END LOOP;
 END
 $$;
-COMMENT ON FUNCTION fencing._guard_citus_schema() IS
+COMMENT ON FUNCTION fencing_internal._guard_citus_schema() IS
 'internal: refuses objects in schema fencing_citus that fencing.protect() did not make for the role''s own tables';
+REVOKE ALL ON FUNCTION fencing_internal._guard_citus_schema() FROM PUBLIC;  -- fired, never called by name

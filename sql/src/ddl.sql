@@ -10,18 +10,19 @@
 -- APIs.  It fires for every role's DDL and runs with that role's rights; it
 -- writes the extension's tables as the extension owner and changes a
 -- table's triggers as the table's owner, with SECURITY_RESTRICTED_OPERATION.
-CREATE OR REPLACE FUNCTION fencing._after_table_ddl()
+CREATE OR REPLACE FUNCTION fencing_internal._after_table_ddl()
 RETURNS event_trigger
 AS 'MODULE_PATHNAME', 'after_table_ddl'
 LANGUAGE C;
-COMMENT ON FUNCTION fencing._after_table_ddl() IS
+COMMENT ON FUNCTION fencing_internal._after_table_ddl() IS
 'internal: event trigger keeping protected tables guarded through DDL';
+REVOKE ALL ON FUNCTION fencing_internal._after_table_ddl() FROM PUBLIC;  -- fired, never called by name
 
 -- Marks, floors and registrations of a dropped table go with it (its OID
 -- could be reused).  Runs with the owner's rights; it can only be fired by
 -- DROP, for objects really dropped, and reads nothing but catalogs and the
 -- extension's own tables.
-CREATE OR REPLACE FUNCTION fencing._forget_dropped_marks()
+CREATE OR REPLACE FUNCTION fencing_internal._forget_dropped_marks()
 RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -31,7 +32,7 @@ DECLARE
 	dropped bigint[];
 BEGIN
 	-- A partition of a protected table dropped without its table: refused.
-	PERFORM fencing._refuse_partition_drops();
+	PERFORM fencing_internal._refuse_partition_drops();
 	DELETE FROM fencing.deleted_keys d
 	USING pg_event_trigger_dropped_objects() o
 	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND d.relid = o.objid;
@@ -46,7 +47,7 @@ BEGIN
 	-- Citus installed and a schema fencing_citus the extension made: anyone
 	-- with CREATE on the database can make a schema of that name.
 	IF EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus')
-	   AND fencing._citus_schema_is_ours() THEN
+	   AND fencing_internal._citus_schema_is_ours() THEN
 		EXECUTE 'SELECT pg_catalog.citus_is_coordinator()' INTO coordinator;
 	END IF;
 	IF coordinator THEN
@@ -57,8 +58,9 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing._forget_dropped_marks() IS
+COMMENT ON FUNCTION fencing_internal._forget_dropped_marks() IS
 'internal: event trigger removing the marks, floors and registrations of dropped tables';
+REVOKE ALL ON FUNCTION fencing_internal._forget_dropped_marks() FROM PUBLIC;  -- fired, never called by name
 
 -- A partition of a protected table is not dropped while attached (its
 -- rows' tokens would go with it); DETACH PARTITION first keeps its history.
@@ -68,16 +70,18 @@ COMMENT ON FUNCTION fencing._forget_dropped_marks() IS
 -- _refuse_partition_drops() refuses those whose protected table stays, and
 -- fails closed on a drop the hook did not watch.  In C (src/admin/ddl.cpp), with
 -- the dropping role's rights.
-CREATE OR REPLACE FUNCTION fencing._before_drop()
+CREATE OR REPLACE FUNCTION fencing_internal._before_drop()
 RETURNS event_trigger
 AS 'MODULE_PATHNAME', 'before_drop'
 LANGUAGE C;
-COMMENT ON FUNCTION fencing._before_drop() IS
+COMMENT ON FUNCTION fencing_internal._before_drop() IS
 'internal: event trigger loading the module before a DROP, so that it sees dropped partitions';
+REVOKE ALL ON FUNCTION fencing_internal._before_drop() FROM PUBLIC;  -- fired, never called by name
 
-CREATE OR REPLACE FUNCTION fencing._refuse_partition_drops()
+CREATE OR REPLACE FUNCTION fencing_internal._refuse_partition_drops()
 RETURNS void
 AS 'MODULE_PATHNAME', 'refuse_partition_drops'
 LANGUAGE C;
-COMMENT ON FUNCTION fencing._refuse_partition_drops() IS
+COMMENT ON FUNCTION fencing_internal._refuse_partition_drops() IS
 'internal: refuses a DROP that takes a partition of a protected table without the table';
+REVOKE ALL ON FUNCTION fencing_internal._refuse_partition_drops() FROM PUBLIC;  -- _forget_dropped_marks() calls it

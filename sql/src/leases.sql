@@ -18,12 +18,12 @@ COMMENT ON FUNCTION fencing.acquire(text, text, interval, interval) IS
 -- locked (src/leases/leases.cpp); refused outside that statement, and to any call
 -- without the random nonce that acquire() passes that statement alone (a
 -- trigger on fencing.resources runs inside it, in the same transaction).
-CREATE OR REPLACE FUNCTION fencing._grant_token(floor bigint, nonce bigint DEFAULT NULL)
+CREATE OR REPLACE FUNCTION fencing_internal._grant_token(floor bigint, nonce bigint DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'grant_token'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION fencing._grant_token(bigint, bigint) FROM PUBLIC;
-COMMENT ON FUNCTION fencing._grant_token(bigint, bigint) IS
+REVOKE ALL ON FUNCTION fencing_internal._grant_token(bigint, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION fencing_internal._grant_token(bigint, bigint) IS
 'internal: the token of fencing.acquire()''s grant, for its UPDATE only';
 
 CREATE OR REPLACE FUNCTION fencing.renew(resource text, holder text, token bigint, ttl interval)
@@ -107,7 +107,7 @@ BEGIN
 	         WHERE r.protected AND c.relpersistence <> 't'
 	         UNION ALL
 	         SELECT c.oid::regclass, 'token' FROM pg_catalog.pg_class c
-	         WHERE fencing._citus_schema_is_ours()
+	         WHERE fencing_internal._citus_schema_is_ours()
 	           AND c.relnamespace = pg_catalog.to_regnamespace('fencing_citus')
 	           AND c.relkind = 'r'
 	           AND (c.relname = 'floors'
@@ -115,7 +115,7 @@ BEGIN
 	                           JOIN pg_catalog.pg_class p ON p.oid = r.relid
 	                           WHERE c.relname::text = 'marks_' || r.relid::oid::text
 	                             AND p.relowner = c.relowner AND p.relpersistence <> 't')) LOOP
-		m := fencing._highest_token(t.relation, t.token_column);
+		m := fencing_internal._highest_token(t.relation, t.token_column);
 		IF m > result OR result IS NULL THEN
 			result := m;
 		END IF;
@@ -160,10 +160,10 @@ COMMENT ON FUNCTION fencing.token_at(timestamptz) IS
 
 -- The highest value of a bigint column over a table and its partitions, read
 -- in C (src/admin/protect.cpp); for high_water_mark().
-CREATE OR REPLACE FUNCTION fencing._highest_token(rel regclass, token_column name)
+CREATE OR REPLACE FUNCTION fencing_internal._highest_token(rel regclass, token_column name)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'highest_token'
 LANGUAGE C STABLE;
-COMMENT ON FUNCTION fencing._highest_token(regclass, name) IS
+COMMENT ON FUNCTION fencing_internal._highest_token(regclass, name) IS
 'internal: the highest value of a bigint column of a table and its partitions, read in C';
-REVOKE ALL ON FUNCTION fencing._highest_token(regclass, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fencing_internal._highest_token(regclass, name) FROM PUBLIC;

@@ -40,5 +40,6 @@ $$;
 -- Every object is schema-qualified and every function body pins search_path,
 -- so nothing planted earlier in a caller's search_path is ever picked up.
 -- Installing changes nothing outside the extension's own objects: no
--- database or server setting (README, "Installing").  Functions whose names
--- start with an underscore are internal helpers, not API.
+-- database or server setting (README, "Installing").  The internal helpers
+-- are in schema fencing_internal (internal.sql), not API.
+

@@ -1,18 +1,37 @@
 -- protect(), unprotect() and the helpers that make and drop the guard's
 -- triggers.  Definitions (CREATE OR REPLACE).
 
+-- The helpers that change a table's triggers run as its owner, called by
+-- protect(), unprotect() and the event trigger; schema fencing_internal
+-- grants USAGE to PUBLIC for that, so each of them first requires what
+-- calling protect() requires, USAGE on schema fencing: a role without it
+-- cannot use them directly either.
+CREATE OR REPLACE FUNCTION fencing_internal._require_fencing_usage()
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF NOT pg_catalog.has_schema_privilege('fencing', 'USAGE') THEN
+		RAISE EXCEPTION 'permission denied for schema fencing' USING ERRCODE = 'insufficient_privilege';
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing_internal._require_fencing_usage() IS
+'internal: refuses a role without USAGE on schema fencing';
+
 -- Errors unless the table has an immediate primary key the guard can mark;
 -- returns the condition "the key changed" for the AFTER UPDATE trigger.
-CREATE OR REPLACE FUNCTION fencing._key_change_condition(target regclass)
+CREATE OR REPLACE FUNCTION fencing_internal._key_change_condition(target regclass)
 RETURNS text
 AS 'MODULE_PATHNAME', 'key_change_condition'
 LANGUAGE C STABLE;
-COMMENT ON FUNCTION fencing._key_change_condition(regclass) IS
+COMMENT ON FUNCTION fencing_internal._key_change_condition(regclass) IS
 'internal: checks that protect() can guard the primary key of a table';
 
 -- A table and, if it is partitioned, all of its partitions (pg_partition_tree
 -- alone returns nothing for a table that is not partitioned).
-CREATE OR REPLACE FUNCTION fencing._tree(rel regclass, OUT relid regclass, OUT isleaf boolean)
+CREATE OR REPLACE FUNCTION fencing_internal._tree(rel regclass, OUT relid regclass, OUT isleaf boolean)
 RETURNS SETOF record
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -21,11 +40,11 @@ AS $$
 	UNION
 	SELECT t.relid, t.isleaf FROM pg_partition_tree(rel) t
 $$;
-COMMENT ON FUNCTION fencing._tree(regclass) IS 'internal: a table and its partitions';
+COMMENT ON FUNCTION fencing_internal._tree(regclass) IS 'internal: a table and its partitions';
 
 -- Drops the guard's triggers from a table (and its TRUNCATE triggers from
 -- its partitions); false if it had none.
-CREATE OR REPLACE FUNCTION fencing._drop_guard(target regclass)
+CREATE OR REPLACE FUNCTION fencing_internal._drop_guard(target regclass)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -35,8 +54,9 @@ DECLARE
 	protected boolean;
 	restore boolean := false;
 BEGIN
+	PERFORM fencing_internal._require_fencing_usage();
 	-- A partition's guard is its protected table's: never dropped here.
-	PERFORM fencing._refuse_partition_guard(target);
+	PERFORM fencing_internal._refuse_partition_guard(target);
 	-- The TRUNCATE triggers of its partitions belong to a protected table; an
 	-- unprotected one (say, the parent of a partition protected on its own)
 	-- has none to drop there.
@@ -55,7 +75,7 @@ BEGIN
 		        AND g.tgname IN ('fencing_guard', 'fencing_guard_keys', 'fencing_guard_new_keys',
 		                         'fencing_guard_key_changes', 'fencing_guard_truncate'))
 		       OR (protected AND g.tgname = 'fencing_guard_truncate'
-		           AND g.tgrelid IN (SELECT tr.relid FROM fencing._tree(target) tr)))
+		           AND g.tgrelid IN (SELECT tr.relid FROM fencing_internal._tree(target) tr)))
 	LOOP
 		EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
 	END LOOP;
@@ -65,12 +85,12 @@ BEGIN
 	RETURN protected;
 END
 $$;
-COMMENT ON FUNCTION fencing._drop_guard(regclass) IS
+COMMENT ON FUNCTION fencing_internal._drop_guard(regclass) IS
 'internal: drops the guard''s triggers; used by protect() and unprotect()';
 
 -- Errors if a partition's guard is its protected table's (cloned with the
 -- partition): protect() and unprotect() change it on that table only.
-CREATE OR REPLACE FUNCTION fencing._refuse_partition_guard(target regclass)
+CREATE OR REPLACE FUNCTION fencing_internal._refuse_partition_guard(target regclass)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -88,12 +108,12 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing._refuse_partition_guard(regclass) IS
+COMMENT ON FUNCTION fencing_internal._refuse_partition_guard(regclass) IS
 'internal: refuses to change the guard of a partition, which comes from its protected table';
 
 -- TRUNCATE fires only statement triggers, which PostgreSQL does not clone to
 -- partitions: every partition of a protected table gets its own.
-CREATE OR REPLACE FUNCTION fencing._guard_truncate(target regclass, token_column name, mode text)
+CREATE OR REPLACE FUNCTION fencing_internal._guard_truncate(target regclass, token_column name, mode text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -101,6 +121,7 @@ AS $$
 DECLARE
 	restore boolean := false;
 BEGIN
+	PERFORM fencing_internal._require_fencing_usage();
 	-- target only, run as its owner (a partition may have another owner than
 	-- its protected table: protect() and the event trigger call this for
 	-- every relation of the tree), if it has the guard and all its row
@@ -126,13 +147,13 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing._guard_truncate(regclass, name, text) IS
+COMMENT ON FUNCTION fencing_internal._guard_truncate(regclass, name, text) IS
 'internal: gives a protected table and each of its partitions a BEFORE TRUNCATE guard';
 
 -- Errors while a partition of the table is being detached concurrently:
 -- triggers made on the table now would not reach it, and it would keep its
 -- rows unguarded until the detach is finished.
-CREATE OR REPLACE FUNCTION fencing._refuse_pending_detach(target regclass)
+CREATE OR REPLACE FUNCTION fencing_internal._refuse_pending_detach(target regclass)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -141,7 +162,7 @@ DECLARE
 	pending regclass;
 BEGIN
 	SELECT i.inhrelid::regclass INTO pending FROM pg_inherits i
-	WHERE i.inhdetachpending AND i.inhparent IN (SELECT t.relid FROM fencing._tree(target) t)
+	WHERE i.inhdetachpending AND i.inhparent IN (SELECT t.relid FROM fencing_internal._tree(target) t)
 	LIMIT 1;
 	IF FOUND THEN
 		RAISE EXCEPTION 'partition "%" of protected table "%" is being detached', pending, target
@@ -150,7 +171,7 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing._refuse_pending_detach(regclass) IS
+COMMENT ON FUNCTION fencing_internal._refuse_pending_detach(regclass) IS
 'internal: refuses to remake the guard while a partition is being detached concurrently';
 
 -- The AFTER UPDATE trigger that checks a changed key against the marks of
@@ -165,7 +186,7 @@ COMMENT ON FUNCTION fencing._refuse_pending_detach(regclass) IS
 -- for each execution).  Made by protect(), and again by the event trigger
 -- when such a trigger is created; the guard refuses an UPDATE on a relation
 -- whose other BEFORE UPDATE row triggers it finds without the WHEN form.
-CREATE OR REPLACE FUNCTION fencing._guard_key_changes(target regclass, token_column name, mode text)
+CREATE OR REPLACE FUNCTION fencing_internal._guard_key_changes(target regclass, token_column name, mode text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -178,6 +199,7 @@ DECLARE
 	key_columns text;
 	unsafe_triggers text := pg_catalog.current_setting('citus.enable_unsafe_triggers', true);
 BEGIN
+	PERFORM fencing_internal._require_fencing_usage();
 	SELECT t.tgnargs INTO nargs FROM pg_trigger t
 	WHERE t.tgrelid = target AND t.tgname = 'fencing_guard' AND t.tgparentid = 0
 	  AND t.tgfoid = 'fencing.guard()'::regprocedure;
@@ -190,7 +212,7 @@ BEGIN
 	arguments := format('fencing.guard(%L, %L%s)', token_column, mode,
 	                    CASE WHEN nargs = 3 THEN format(', %L', target::oid) ELSE '' END);
 	-- BEFORE (2) ROW (1) UPDATE (16) triggers that are not the guard's.
-	by_triggers := EXISTS (SELECT FROM fencing._tree(target) tr JOIN pg_trigger t ON t.tgrelid = tr.relid
+	by_triggers := EXISTS (SELECT FROM fencing_internal._tree(target) tr JOIN pg_trigger t ON t.tgrelid = tr.relid
 	                       WHERE t.tgfoid <> 'fencing.guard()'::regprocedure
 	                         AND (t.tgtype::int & 19) = 19);
 	SELECT t.tgqual IS NOT NULL INTO has_when FROM pg_trigger t
@@ -198,9 +220,9 @@ BEGIN
 	IF has_when = by_triggers THEN
 		RETURN;
 	END IF;
-	PERFORM fencing._refuse_pending_detach(target);
+	PERFORM fencing_internal._refuse_pending_detach(target);
 	-- No primary key (a key column dropped with CASCADE): the error that says so.
-	PERFORM fencing._key_change_condition(target);
+	PERFORM fencing_internal._key_change_condition(target);
 	IF unsafe_triggers = 'off' THEN
 		PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
 	END IF;
@@ -210,7 +232,7 @@ BEGIN
 	IF by_triggers THEN
 		EXECUTE format('CREATE TRIGGER fencing_guard_key_changes AFTER UPDATE ON %s '
 		               'FOR EACH ROW WHEN (%s) EXECUTE FUNCTION %s',
-		               target, fencing._key_change_condition(target), arguments);
+		               target, fencing_internal._key_change_condition(target), arguments);
 	ELSE
 		SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.n) INTO key_columns
 		FROM pg_index i, unnest(i.indkey) WITH ORDINALITY k(attnum, n), pg_attribute a
@@ -225,7 +247,7 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing._guard_key_changes(regclass, name, text) IS
+COMMENT ON FUNCTION fencing_internal._guard_key_changes(regclass, name, text) IS
 'internal: (re)makes the guard''s AFTER UPDATE trigger for key changes in the form the table''s triggers need';
 
 -- Protect a table: token column, guard triggers and the registry.  For the
@@ -249,15 +271,15 @@ COMMENT ON FUNCTION fencing.protect(regclass, name, text, boolean, bigint) IS
 
 -- Whether a column's default is absent or the bigint constant 0, read from
 -- the catalog's expression tree in C.
-CREATE OR REPLACE FUNCTION fencing._default_is_zero(target regclass, column_name name)
+CREATE OR REPLACE FUNCTION fencing_internal._default_is_zero(target regclass, column_name name)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'default_is_zero'
 LANGUAGE C STABLE STRICT;
-COMMENT ON FUNCTION fencing._default_is_zero(regclass, name) IS
+COMMENT ON FUNCTION fencing_internal._default_is_zero(regclass, name) IS
 'internal: is a column''s default absent or the constant 0';
 
 -- The guard's triggers and token column, made by protect() as the table's owner.
-CREATE OR REPLACE FUNCTION fencing._protect(target regclass, token_column name, mode text)
+CREATE OR REPLACE FUNCTION fencing_internal._protect(target regclass, token_column name, mode text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -270,6 +292,7 @@ DECLARE
 	arguments text;
 	unsafe_triggers text := current_setting('citus.enable_unsafe_triggers', true);
 BEGIN
+	PERFORM fencing_internal._require_fencing_usage();
 	IF target IS NULL OR token_column IS NULL OR mode IS NULL THEN
 		RAISE EXCEPTION 'fencing.protect() arguments must not be null'
 			USING ERRCODE = 'null_value_not_allowed';
@@ -295,8 +318,8 @@ BEGIN
 		RAISE EXCEPTION 'relation "%" belongs to the fencing extension', target
 			USING ERRCODE = 'wrong_object_type';
 	END IF;
-	PERFORM fencing._refuse_partition_guard(target);
-	PERFORM fencing._refuse_pending_detach(target);
+	PERFORM fencing_internal._refuse_partition_guard(target);
+	PERFORM fencing_internal._refuse_pending_detach(target);
 	SELECT p.relation INTO parent FROM pg_partition_tree(target) t
 	JOIN fencing.protected_tables p ON p.relation = t.relid
 	WHERE t.relid <> target;
@@ -311,18 +334,18 @@ BEGIN
 			      DETAIL = 'Writes through the table reach its children, which the guard would not cover.',
 			      HINT = 'Use declarative partitioning, whose partitions take the guard.';
 	END IF;
-	IF EXISTS (SELECT FROM fencing._tree(target) t JOIN pg_class c ON c.oid = t.relid
+	IF EXISTS (SELECT FROM fencing_internal._tree(target) t JOIN pg_class c ON c.oid = t.relid
 	           WHERE c.relpersistence = 'u') THEN
 		RAISE EXCEPTION 'relation "%" is unlogged', target
 			USING ERRCODE = 'feature_not_supported',
 			      DETAIL = 'An unlogged table loses its rows in a crash, and with them their tokens.';
 	END IF;
-	PERFORM fencing._key_change_condition(target);
+	PERFORM fencing_internal._key_change_condition(target);
 	-- A Citus distributed table: its marks table, made before any change to
 	-- the table (Citus makes it only before parallel work in a transaction),
 	-- and below, Citus' consent to triggers on it for this transaction only:
 	-- they run on its shards, where the guard keeps the marks co-located.
-	citus_id := fencing._citus_marks(target);
+	citus_id := fencing_internal._citus_marks(target);
 
 	SELECT a.attnum, a.atttypid, a.attgenerated, a.attidentity INTO col
 	FROM pg_attribute a
@@ -337,7 +360,7 @@ BEGIN
 		RAISE EXCEPTION 'fencing token column "%" of relation "%" must not be a generated column',
 			token_column, target
 			USING ERRCODE = 'invalid_column_definition';
-	ELSIF col.attidentity <> '' OR NOT fencing._default_is_zero(target, token_column) THEN
+	ELSIF col.attidentity <> '' OR NOT fencing_internal._default_is_zero(target, token_column) THEN
 		-- An INSERT that names no token would present the default as its own.
 		RAISE EXCEPTION 'fencing token column "%" of relation "%" must have no default but 0',
 			token_column, target
@@ -359,14 +382,14 @@ BEGIN
 	-- of the key (_guard_key_changes: also by another trigger): the new key
 	-- against the marks of its deletions and the table's floor.  BEFORE TRUNCATE: the
 	-- statement's token against every row, then the floor.
-	PERFORM fencing._drop_guard(target);
+	PERFORM fencing_internal._drop_guard(target);
 	EXECUTE format('CREATE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
 	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)',
 	               target, arguments);
 	EXECUTE format('CREATE TRIGGER fencing_guard_new_keys AFTER INSERT ON %s '
 	               'FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)',
 	               target, arguments);
-	PERFORM fencing._guard_key_changes(target, token_column, mode);
+	PERFORM fencing_internal._guard_key_changes(target, token_column, mode);
 	-- The TRUNCATE triggers: protect() makes them next, on each relation of
 	-- the tree as its owner.
 	IF citus_id IS NOT NULL THEN
@@ -374,7 +397,7 @@ BEGIN
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing._protect(regclass, name, text) IS
+COMMENT ON FUNCTION fencing_internal._protect(regclass, name, text) IS
 'internal: installs the guard''s triggers; called by protect() as the table''s owner';
 
 -- Unprotect a table: the guard goes; the token column, its values, the marks
@@ -387,20 +410,21 @@ COMMENT ON FUNCTION fencing.unprotect(regclass) IS
 'removes the guard from a table; its token column, values and marks stay';
 
 -- The guard's triggers go, dropped by unprotect() as the table's owner.
-CREATE OR REPLACE FUNCTION fencing._unprotect(target regclass)
+CREATE OR REPLACE FUNCTION fencing_internal._unprotect(target regclass)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+	PERFORM fencing_internal._require_fencing_usage();
 	IF target IS NULL THEN
 		RAISE EXCEPTION 'target must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	PERFORM fencing._refuse_partition_guard(target);
-	IF NOT fencing._drop_guard(target) THEN
+	PERFORM fencing_internal._refuse_partition_guard(target);
+	IF NOT fencing_internal._drop_guard(target) THEN
 		RAISE NOTICE 'relation "%" is not protected, skipping', target;
 	END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing._unprotect(regclass) IS
+COMMENT ON FUNCTION fencing_internal._unprotect(regclass) IS
 'internal: drops the guard''s triggers; called by unprotect() as the table''s owner';

@@ -26,16 +26,16 @@ COMMENT ON FUNCTION fencing.set_maintainer(regclass, regrole) IS
 -- The groups of would-be refusals in shared memory (src/reporting/rollout.cpp).
 -- Like fencing.stats: a group names roles and applications, so reading is
 -- for the owner and pg_read_all_stats.
-CREATE OR REPLACE FUNCTION fencing._rollout_report(
+CREATE OR REPLACE FUNCTION fencing_internal._rollout_report(
 	OUT relid oid, OUT role oid, OUT application_name text, OUT reason text,
 	OUT count bigint, OUT first_seen timestamptz, OUT last_seen timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'fencing_rollout_report'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION fencing._rollout_report() IS
+COMMENT ON FUNCTION fencing_internal._rollout_report() IS
 'internal: reads the groups behind fencing.rollout_report';
-REVOKE ALL ON FUNCTION fencing._rollout_report() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION fencing._rollout_report() TO pg_read_all_stats;
+REVOKE ALL ON FUNCTION fencing_internal._rollout_report() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing_internal._rollout_report() TO pg_read_all_stats;
 
 CREATE OR REPLACE FUNCTION fencing.rollout_report_reset()
 RETURNS void
@@ -48,7 +48,7 @@ REVOKE ALL ON FUNCTION fencing.rollout_report_reset() FROM PUBLIC;
 CREATE OR REPLACE VIEW fencing.rollout_report AS
 SELECT r.relid::regclass AS relation, r.role::regrole AS role, r.application_name, r.reason,
        r.count, r.first_seen, r.last_seen
-FROM fencing._rollout_report() r
+FROM fencing_internal._rollout_report() r
 WHERE r.reason <> 'maintenance'
   AND (r.relid IS NULL OR EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = r.relid));
 COMMENT ON VIEW fencing.rollout_report IS

@@ -30,11 +30,11 @@ SELECT s.relid::regclass AS relation, s.resource, s.writes_accepted, s.stale_rej
        s.last_rejection_key, s.last_rejection_presented, s.last_rejection_stored, s.stats_reset,
        COALESCE(r.stale, 0) AS stale_reported, COALESCE(r.missing, 0) AS missing_reported,
        COALESCE(r.maintenance, 0) AS maintenance_writes
-FROM fencing._stats() s
+FROM fencing_internal._stats() s
 LEFT JOIN (SELECT g.relid, pg_catalog.sum(g.count) FILTER (WHERE g.reason = 'stale')::bigint AS stale,
                   pg_catalog.sum(g.count) FILTER (WHERE g.reason = 'missing')::bigint AS missing,
                   pg_catalog.sum(g.count) FILTER (WHERE g.reason = 'maintenance')::bigint AS maintenance
-           FROM fencing._rollout_report() g GROUP BY g.relid) r ON r.relid = s.relid
+           FROM fencing_internal._rollout_report() g GROUP BY g.relid) r ON r.relid = s.relid
 WHERE s.relid IS NULL OR EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = s.relid);
 COMMENT ON VIEW fencing.stats IS
 'accepted and rejected writes per protected relation and fenced resource, since stats_reset';
@@ -45,7 +45,7 @@ CREATE OR REPLACE VIEW fencing.lease_stats AS
 SELECT s.prefix, s.grants, s.refused_acquires, s.waits, s.wait_time, s.max_wait_time,
        s.renewals, s.failed_renewals, s.expired_while_held, s.releases, s.failed_releases,
        s.stats_reset
-FROM fencing._lease_stats() s;
+FROM fencing_internal._lease_stats() s;
 COMMENT ON VIEW fencing.lease_stats IS
 'lease calls per resource prefix (up to its first colon), counted at commit, since lease_stats_reset';
 REVOKE ALL ON fencing.lease_stats FROM PUBLIC;
@@ -56,7 +56,7 @@ SELECT h.prefix, h.renewal_gaps, h.renewal_gap_p50, h.renewal_gap_p99, h.renewal
        h.hold_times, h.hold_time_p50, h.hold_time_p99, h.hold_time_max, h.late_renewals,
        h.expired_while_held, h.expired_then_stale, h.max_overrun, h.max_expired_gap,
        h.suggested_ttl
-FROM fencing._lease_health() h;
+FROM fencing_internal._lease_health() h;
 COMMENT ON VIEW fencing.lease_health IS
 'renewal gaps and hold times per resource prefix, leases that expired while held, a suggested TTL';
 REVOKE ALL ON fencing.lease_health FROM PUBLIC;

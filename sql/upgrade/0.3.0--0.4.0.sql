@@ -14,6 +14,37 @@ DROP FUNCTION fencing._lock_protected_tables();
 -- REPLACE), the unchanged ones as they were: the upgraded extension has the
 -- objects of a fresh install.
 
+-- The internal helpers move to schema fencing_internal (sql/src/internal.sql),
+-- out of the API's schema.  SET SCHEMA keeps each function's OID, grants and
+-- comment: the event triggers, the view fencing.stats and every statement
+-- planned on them keep working; the definitions below then replace them
+-- there.
+--@include sql/src/internal.sql
+ALTER FUNCTION fencing._after_table_ddl() SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._before_drop() SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._citus_floors() SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._citus_marks(regclass) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._citus_schema_is_ours() SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._default_is_zero(regclass, name) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._drop_guard(regclass) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._forget_dropped_marks() SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._grant_token(bigint, bigint) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._guard_key_changes(regclass, name, text) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._guard_truncate(regclass, name, text) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._highest_token(regclass, name) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._key_change_condition(regclass) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._protect(regclass, name, text) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._refuse_partition_drops() SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._refuse_partition_guard(regclass) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._refuse_pending_detach(regclass) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._stats() SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._tree(regclass) SET SCHEMA fencing_internal;
+ALTER FUNCTION fencing._unprotect(regclass) SET SCHEMA fencing_internal;
+-- The event triggers' functions at once: 0.3.0's _forget_dropped_marks()
+-- calls _refuse_partition_drops() by its old name, and the DROP FUNCTIONs
+-- below fire it.
+--@include sql/src/ddl.sql
+
 -- Functions whose signature changes go (so that calls with the old
 -- arguments are not ambiguous); their grants (a DBA may have revoked one from
 -- PUBLIC) are kept here and passed to the new functions after the includes.
@@ -52,8 +83,6 @@ DROP FUNCTION fencing.protect(regclass, name, text);
 
 --@include sql/src/citus.sql
 
---@include sql/src/ddl.sql
-
 -- acquire() gains wait (DEFAULT NULL).
 INSERT INTO fencing._old_grants
 SELECT 'fencing.acquire(text, text, interval, interval)', p.proacl FROM pg_catalog.pg_proc p
@@ -88,10 +117,10 @@ DROP EVENT TRIGGER fencing_after_table_ddl;
 CREATE EVENT TRIGGER fencing_after_table_ddl ON ddl_command_end
 WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SCHEMA', 'CREATE FOREIGN TABLE', 'ALTER TRIGGER',
               'CREATE TRIGGER', 'CREATE TABLE AS', 'SELECT INTO', 'ALTER EXTENSION')
-EXECUTE FUNCTION fencing._after_table_ddl();
+EXECUTE FUNCTION fencing_internal._after_table_ddl();
 DROP EVENT TRIGGER fencing_before_drop;
 CREATE EVENT TRIGGER fencing_before_drop ON ddl_command_start
-EXECUTE FUNCTION fencing._before_drop();
+EXECUTE FUNCTION fencing_internal._before_drop();
 
 -- State 0.3.0 left behind: temporary tables could be protected, and went
 -- (ON COMMIT DROP, the session's end) without sql_drop.  The registry rows,
@@ -120,8 +149,8 @@ BEGIN
 		IF NOT (SELECT c FROM pg_catalog.citus_is_coordinator() c) THEN
 			RETURN;
 		END IF;
-		PERFORM fencing._citus_floors();
-		PERFORM fencing._citus_record_shards(r.relid) FROM fencing.registry r
+		PERFORM fencing_internal._citus_floors();
+		PERFORM fencing_internal._citus_record_shards(r.relid) FROM fencing.registry r
 		WHERE r.protected
 		  AND pg_catalog.to_regclass(pg_catalog.format('fencing_citus.marks_%s', r.relid::oid)) IS NOT NULL;
 	END IF;
@@ -134,13 +163,13 @@ $$;
 -- that owner, on the coordinator: the guard reads and writes a shard's marks
 -- as the marks table's owner, and high_water_mark() counts only those.
 CREATE EVENT TRIGGER fencing_guard_citus_schema ON ddl_command_end
-EXECUTE FUNCTION fencing._guard_citus_schema();
+EXECUTE FUNCTION fencing_internal._guard_citus_schema();
 DO $$
 DECLARE
 	m record;
 BEGIN
 	IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL
-	   OR NOT fencing._citus_schema_is_ours() THEN
+	   OR NOT fencing_internal._citus_schema_is_ours() THEN
 		RETURN;
 	END IF;
 	IF NOT (SELECT c FROM pg_catalog.citus_is_coordinator() c) THEN

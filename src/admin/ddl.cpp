@@ -16,6 +16,7 @@
 #include "base/rights.hpp"
 #include "base/spi.hpp"
 #include "catalog/relation.hpp"
+#include "legacy/helpers_0_3_0.hpp"
 #include "base/compat.hpp"
 
 extern "C" {
@@ -111,8 +112,8 @@ void call_with_settings(const char *function, Oid relid, const char *token_colum
 	namestrcpy(&column, token_column);
 	Datum values[3] = {ObjectIdGetDatum(relid), NameGetDatum(&column),
 	                   CStringGetTextDatum(mode_name(mode))};
-	run_as_table_owner(relid, psprintf("SELECT fencing.%s($1, $2, $3)", function), 3, types,
-	                   values);
+	run_as_table_owner(relid, psprintf("SELECT %s.%s($1, $2, $3)", helper_schema(), function), 3,
+	                   types, values);
 }
 
 } // namespace
@@ -810,7 +811,7 @@ void follow_trigger(Oid trigger_oid, bool renamed)
 } // namespace
 
 /*
- * fencing._after_table_ddl(): the ddl_command_end event trigger.  It fires
+ * fencing_internal._after_table_ddl(): the ddl_command_end event trigger.  It fires
  * for every role's DDL and runs with that role's rights (SECURITY INVOKER);
  * what it changes it changes as the extension owner (its own tables) or as
  * the owner of the table concerned (the guard's triggers).
@@ -818,8 +819,9 @@ void follow_trigger(Oid trigger_oid, bool renamed)
 FENCING_FUNCTION(after_table_ddl)
 {
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-		                errmsg("fencing._after_table_ddl: not fired by an event trigger")));
+		ereport(ERROR,
+		        (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+		         errmsg("fencing_internal._after_table_ddl: not fired by an event trigger")));
 	if (own_ddl > 0)
 		PG_RETURN_VOID();
 	/*
@@ -948,7 +950,7 @@ void ddl_end_of_transaction(XactEvent event)
 } // namespace fencing
 
 /*
- * fencing._before_drop(): the ddl_command_start event trigger of every
+ * fencing_internal._before_drop(): the ddl_command_start event trigger of every
  * command (not only DROP TABLE: DROP EXTENSION, DROP OWNED, DROP SCHEMA,
  * DROP TYPE, DROP FUNCTION, DROP SERVER ... CASCADE can drop tables too).
  * It loads this module, whose object access hook then sees every relation
@@ -958,13 +960,13 @@ FENCING_FUNCTION(before_drop)
 {
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-		                errmsg("fencing._before_drop: not fired by an event trigger")));
+		                errmsg("fencing_internal._before_drop: not fired by an event trigger")));
 	loaded_in_statement = 0;
 	PG_RETURN_VOID();
 }
 
 /*
- * fencing._refuse_partition_drops(): from the sql_drop event trigger.  A
+ * fencing_internal._refuse_partition_drops(): from the sql_drop event trigger.  A
  * partition of a protected table takes its rows' tokens along when it is
  * dropped, so a key could come back under an older token: refused (the whole
  * command rolls back), unless the protected table goes in the same command.

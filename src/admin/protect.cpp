@@ -9,6 +9,7 @@
 #include "admin/ddl.hpp"
 #include "base/compat.hpp"
 #include "catalog/relation.hpp"
+#include "legacy/helpers_0_3_0.hpp"
 #include "state/registry.hpp"
 #include "state/table_options.hpp"
 
@@ -25,7 +26,7 @@ using namespace fencing;
 
 /*
  * protect(target, token_column, mode[, enforce, max_token]): for the table's
- * owner.  The guard is installed by fencing._protect() running as the owner
+ * owner.  The guard is installed by fencing_internal._protect() running as the owner
  * with SECURITY_RESTRICTED_OPERATION (also when a superuser calls), then the
  * registry records the table and its key identity, and the table of options
  * (0.4.0's objects) its rollout options.
@@ -67,7 +68,8 @@ static void protect_table(FunctionCallInfo fcinfo, bool with_options)
 	fencing::Mode mode;
 	Oid types[3] = {REGCLASSOID, NAMEOID, TEXTOID};
 	Datum values[3] = {ObjectIdGetDatum(relid), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
-	run_as_table_owner(relid, "SELECT fencing._protect($1, $2, $3)", 3, types, values);
+	run_as_table_owner(relid, psprintf("SELECT %s._protect($1, $2, $3)", helper_schema()), 3, types,
+	                   values);
 	if (!parse_mode(mode_text, &mode))
 		elog(ERROR, "fencing: protect() accepted mode \"%s\"", mode_text);
 	Registration made;
@@ -152,14 +154,15 @@ FENCING_FUNCTION(unprotect)
 	relation_close(rel, NoLock);
 	Oid types[1] = {REGCLASSOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
-	run_as_table_owner(relid, "SELECT fencing._unprotect($1)", 1, types, values);
+	run_as_table_owner(relid, psprintf("SELECT %s._unprotect($1)", helper_schema()), 1, types,
+	                   values);
 	(void)record_unprotected(relid);
 	forget_options(relid);
 	PG_RETURN_VOID();
 }
 
 /*
- * fencing._highest_token(rel, column): the highest value of a bigint column
+ * fencing_internal._highest_token(rel, column): the highest value of a bigint column
  * over a table and its partitions, read in C (nothing the table's owner
  * defined runs).  For high_water_mark(), which runs as the extension owner.
  */
@@ -178,7 +181,8 @@ FENCING_FUNCTION(highest_token)
 	PG_RETURN_INT64(highest);
 }
 
-/* fencing._default_is_zero(target, column): is the column's default absent or the constant 0? */
+/* fencing_internal._default_is_zero(target, column): is the column's default absent or the constant
+ * 0? */
 FENCING_FUNCTION(default_is_zero)
 {
 	Relation rel = open_target(fcinfo, AccessShareLock);

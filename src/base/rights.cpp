@@ -7,6 +7,7 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -54,6 +55,12 @@ Oid extension_owner()
 	if (!OidIsValid(relid))
 		elog(ERROR, "fencing: table fencing.deleted_keys is missing");
 	return relation_owner(relid);
+}
+
+bool has_fencing_usage()
+{
+	return DatumGetBool(DirectFunctionCall2(
+	    has_schema_privilege_name, CStringGetTextDatum("fencing"), CStringGetTextDatum("USAGE")));
 }
 
 } // namespace fencing

@@ -41,4 +41,12 @@ Oid extension_owner();
 /* The owner of a relation. */
 Oid relation_owner(Oid relid);
 
+/*
+ * Has the current user USAGE on schema fencing, what calling the API needs?
+ * Schema fencing_internal grants USAGE to PUBLIC (protect() runs helpers as
+ * the table's owner), so the helpers that change anything or show more
+ * than schema fencing_monitor does ask this instead.
+ */
+bool has_fencing_usage();
+
 } // namespace fencing

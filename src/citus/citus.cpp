@@ -321,7 +321,7 @@ bool on_coordinator()
 } // namespace fencing
 
 /*
- * fencing._citus_record_shards(target): records the shards of the
+ * fencing_internal._citus_record_shards(target): records the shards of the
  * distributed table `target` under its marks id (its OID) in
  * fencing_citus.shards, as the extension owner, for its owner only (protect()
  * calls it), on the coordinator only (a worker's OIDs name other tables
@@ -333,6 +333,10 @@ FENCING_FUNCTION(citus_record_shards)
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
+	/* As protect() requires (schema fencing_internal grants USAGE to PUBLIC). */
+	if (!fencing::has_fencing_usage())
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("permission denied for schema fencing")));
 	Oid target = PG_GETARG_OID(0);
 	if (!fencing::owns_relation(target, GetUserId()))
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -124,7 +124,7 @@ Lend *lend_next(TableInfo *info, bool from_insert, int64 token)
  * Can another BEFORE UPDATE row trigger change a row's key where the guard's
  * AFTER UPDATE trigger does not look?  That trigger is AFTER UPDATE OF the
  * key columns unless the table has other BEFORE UPDATE row triggers, and then
- * AFTER UPDATE WHEN the key changed (fencing._guard_key_changes(), kept so by
+ * AFTER UPDATE WHEN the key changed (fencing_internal._guard_key_changes(), kept so by
  * protect() and the event trigger on CREATE TRIGGER).  A trigger created
  * where the event trigger did not fire leaves the cheap form in place; a
  * partition being detached concurrently may have lost the trigger.

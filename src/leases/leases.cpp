@@ -5,6 +5,7 @@
  */
 #include "base/arguments.hpp"
 #include "base/compat.hpp"
+#include "legacy/helpers_0_3_0.hpp"
 #include "legacy/leases_0_2_0.hpp"
 #include "leases/lease_queue.hpp"
 #include "leases/leases.hpp"
@@ -19,6 +20,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 }
 
 using namespace fencing;
@@ -63,7 +65,7 @@ bool update_held_lease(SPIPlanPtr *cache, const char *set, Datum *values, int na
 constexpr const char *grant_free_sql =
     "UPDATE fencing.resources r"
     " SET holder = $2, released = false,"
-    " token = fencing._grant_token(pg_catalog.int8larger(COALESCE(r.token, 0),"
+    " token = %s._grant_token(pg_catalog.int8larger(COALESCE(r.token, 0),"
     "  COALESCE((SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"
     "   WHERE pg_catalog.starts_with($1, f.prefix)), 0)), $4),"
     " (granted_at, expires_at) = (SELECT c.now, c.now OPERATOR(pg_catalog.+) $3 FROM"
@@ -73,6 +75,8 @@ constexpr const char *grant_free_sql =
     "  OR r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())"
     " RETURNING r.token";
 SPIPlanPtr grant_free_plan = nullptr;
+const char *grant_free_schema = nullptr; /* the helpers' schema grant_free_plan names */
+char *grant_free_text = nullptr;         /* grant_free_sql for it, in TopMemoryContext */
 
 /*
  * The local transaction in which acquire() runs grant_free_sql, or 0:
@@ -106,7 +110,7 @@ FENCING_FUNCTION(grant_token)
 	    granting_in != GetCurrentSubTransactionId() || PG_ARGISNULL(0) || PG_ARGISNULL(1) ||
 	    grant_nonce == 0 || PG_GETARG_INT64(1) != grant_nonce)
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-		                errmsg("fencing._grant_token() is for fencing.acquire() only"),
+		                errmsg("fencing_internal._grant_token() is for fencing.acquire() only"),
 		                errhint("Call fencing.acquire().")));
 	int64 floor = PG_GETARG_INT64(0);
 	int64 token = with_spi([floor]() {
@@ -145,7 +149,22 @@ Grant grant_lease(const char *resource, const char *holder, Datum ttl)
 		/* As below, before anything is locked or issued. */
 		require_grant_confirmation();
 		Oid types[4] = {TEXTOID, TEXTOID, INTERVALOID, INT8OID};
-		SPIPlanPtr plan = kept_plan(&grant_free_plan, grant_free_sql, 4, types);
+		/*
+		 * _grant_token() is named in the statement's text, which a plan made
+		 * invalid (by the update that moves it) is analysed from again.
+		 */
+		const char *schema = helper_schema();
+		if (schema != grant_free_schema) {
+			if (grant_free_plan != nullptr)
+				SPI_freeplan(grant_free_plan);
+			grant_free_plan = nullptr;
+			if (grant_free_text != nullptr)
+				pfree(grant_free_text);
+			grant_free_text =
+			    MemoryContextStrdup(TopMemoryContext, psprintf(grant_free_sql, schema));
+			grant_free_schema = schema;
+		}
+		SPIPlanPtr plan = kept_plan(&grant_free_plan, grant_free_text, 4, types);
 		int64 nonce = 0;
 		while (nonce == 0)
 			if (!pg_strong_random(&nonce, sizeof nonce))

@@ -11,7 +11,7 @@ namespace fencing
 {
 
 /*
- * 0.1.0 and 0.2.0: no fencing._grant_token(), so no grant of a free
+ * 0.1.0 and 0.2.0: no _grant_token(), so no grant of a free
  * resource in one statement: acquire() always locks the row first.
  */
 bool grants_lock_first_0_2_0();

@@ -543,7 +543,8 @@ ReturnSetInfo *rows_or_warning(FunctionCallInfo fcinfo, const char *view)
 
 using namespace fencing;
 
-/* fencing._lease_stats(): the lease counters of the current database, one row per prefix. */
+/* fencing_internal._lease_stats(): the lease counters of the current database, one row per prefix.
+ */
 FENCING_FUNCTION(fencing_lease_stats)
 {
 	ReturnSetInfo *rsinfo = rows_or_warning(fcinfo, "fencing.lease_stats");
@@ -573,7 +574,7 @@ FENCING_FUNCTION(fencing_lease_stats)
 }
 
 /*
- * fencing._lease_health(): renewal gaps (from a grant or renewal to the next
+ * fencing_internal._lease_health(): renewal gaps (from a grant or renewal to the next
  * renewal or release) and hold times per prefix, late
  * renewals, expiries while held and the stale refusals that followed them,
  * and the suggested TTL: the larger of 3 x the p99 renewal gap and 2 x the

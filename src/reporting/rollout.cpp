@@ -5,6 +5,7 @@
  * under the group's spinlock.
  */
 #include "reporting/rollout.hpp"
+#include "base/rights.hpp"
 #include "catalog/citus_names.hpp"
 #include "reporting/errors.hpp"
 
@@ -221,7 +222,7 @@ void rollout_startup_shmem()
 using namespace fencing;
 
 /*
- * fencing._rollout_report(): the groups of this database (and the overflow
+ * fencing_internal._rollout_report(): the groups of this database (and the overflow
  * groups, relation NULL, when they counted anything).
  */
 FENCING_FUNCTION(fencing_rollout_report)
@@ -231,7 +232,12 @@ FENCING_FUNCTION(fencing_rollout_report)
 	/* Not preloaded: empty (fencing.stats, which reads it too, says why). */
 	if (groups == nullptr)
 		return static_cast<Datum>(0);
-	auto emit = [rsinfo](ReportGroup *group) {
+	/*
+	 * A role without USAGE on schema fencing (a pg_monitor member, reading
+	 * fencing_monitor.stats) sees no role or application_name.
+	 */
+	bool detail = has_fencing_usage();
+	auto emit = [rsinfo, detail](ReportGroup *group) {
 		uint64 count = pg_atomic_read_u64(&group->count);
 		if (count == 0)
 			return;
@@ -246,7 +252,8 @@ FENCING_FUNCTION(fencing_rollout_report)
 		                   Int64GetDatum(static_cast<int64>(count)),
 		                   TimestampTzGetDatum(first),
 		                   TimestampTzGetDatum(last)};
-		bool nulls[7] = {overflow, overflow, overflow, false, false, false, false};
+		bool nulls[7] = {overflow, overflow || !detail, overflow || !detail, false, false, false,
+		                 false};
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	};
 	LWLockAcquire(shared->lock, LW_SHARED);

@@ -34,6 +34,7 @@
 #include "catalog/relation.hpp"
 #include "catalog/citus_names.hpp"
 #include "base/late_load.hpp"
+#include "base/rights.hpp"
 
 extern "C" {
 #include "access/twophase.h"
@@ -608,7 +609,8 @@ template <typename F> void each_entry_of_database(F f)
 
 using namespace fencing;
 
-/* fencing._stats(): the counters of the current database, one row per relation or resource. */
+/* fencing_internal._stats(): the counters of the current database, one row per relation or
+ * resource. */
 FENCING_FUNCTION(stats)
 {
 	InitMaterializedSRF(fcinfo, 0);
@@ -619,7 +621,12 @@ FENCING_FUNCTION(stats)
 		         errhint("Add 'fencing' to shared_preload_libraries and restart the server.")));
 		return static_cast<Datum>(0);
 	}
-	each_entry_of_database([rsinfo](Entry *entry) {
+	/*
+	 * A role without USAGE on schema fencing (a pg_monitor member, reading
+	 * fencing_monitor.stats) sees no last rejection's kind, key or tokens.
+	 */
+	bool detail = has_fencing_usage();
+	each_entry_of_database([rsinfo, detail](Entry *entry) {
 		Datum values[11];
 		bool nulls[11] = {false};
 		SpinLockAcquire(&entry->mutex);
@@ -643,6 +650,8 @@ FENCING_FUNCTION(stats)
 		nulls[8] = nulls[8] || !copy.rejected_stale;
 		nulls[9] = nulls[9] || copy.stored == hidden_token;
 		nulls[7] = nulls[7] || copy.rejected_key[0] == '\0';
+		for (int i = 6; i <= 9 && !detail; i++)
+			nulls[i] = true;
 		values[10] = TimestampTzGetDatum(copy.reset_at);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	});

@@ -659,7 +659,7 @@ def fenced_update_one_round_trip_only_when_commit_follows():
 def table_owner_not_superuser():
     """A table owner without superuser rights protects and uses its own distributed table."""
     q("DROP TABLE IF EXISTS owned")
-    q("SELECT fencing._citus_floors()")  # first_protect_by_table_owner covers its absence
+    q("SELECT fencing_internal._citus_floors()")  # first_protect_by_table_owner covers its absence
     q("DROP ROLE IF EXISTS fencing_app, fencing_clerk")
     q("CREATE ROLE fencing_app LOGIN")
     q("CREATE ROLE fencing_clerk LOGIN")
@@ -879,7 +879,7 @@ def squatted_marks_name():
     q("GRANT CREATE ON SCHEMA public TO fencing_squatter")
     q("CREATE TABLE later (id int PRIMARY KEY, v text)")
     q("SELECT create_distributed_table('later', 'id')")
-    q("SELECT fencing._citus_floors()")
+    q("SELECT fencing_internal._citus_floors()")
     later = one("SELECT 'later'::regclass::oid")
     s = psycopg.connect(user="fencing_squatter", autocommit=True)
     try:
@@ -941,14 +941,14 @@ def worker_records_another_tables_id():
     """An ordinary role connects to a worker, where its distributed table's
     shell has an OID that is, on the coordinator, the OID of another role's
     protected table (OIDs are per node; lo_create() moves a node's counter),
-    and calls fencing._citus_record_shards() on it there: that must neither
+    and calls fencing_internal._citus_record_shards() on it there: that must neither
     drop the victim's record (its writes refused) nor record the role's own
     shards under the victim's marks id (a forged guard then raising the
     victim's floor to 2^63-1 through TRUNCATE, which no protect() lowers)."""
     for t in ("victim4", "mallory4"):
         q(f"DROP TABLE IF EXISTS {t}")
     attack4_roles("fencing_v4victim", "fencing_v4mallory")
-    q("SELECT fencing._citus_floors()")
+    q("SELECT fencing_internal._citus_floors()")
     victim = psycopg.connect(user="fencing_v4victim", autocommit=True)
     mc = psycopg.connect(user="fencing_v4mallory", autocommit=True)
     mw = psycopg.connect(user="fencing_v4mallory", autocommit=True, port=W1)
@@ -972,7 +972,7 @@ def worker_records_another_tables_id():
         floor_before = one("SELECT token FROM fencing_citus.floors WHERE id = %s", (victim_oid,))
         # The attack, as the ordinary role: on the worker, then on the coordinator.
         try:
-            q("SELECT fencing._citus_record_shards('mallory4')", conn=mw)
+            q("SELECT fencing_internal._citus_record_shards('mallory4')", conn=mw)
         except psycopg.Error:
             pass
         recorded_for_victim = one("SELECT count(*) FROM fencing_citus.shards s JOIN pg_dist_shard d"
@@ -1077,7 +1077,7 @@ def squatted_marks_name_by_index():
     for t in ("later5", "mine5"):
         q(f"DROP TABLE IF EXISTS {t}")
     attack4_roles("fencing_v4victim", "fencing_v4mallory")
-    q("SELECT fencing._citus_floors()")
+    q("SELECT fencing_internal._citus_floors()")
     victim = psycopg.connect(user="fencing_v4victim", autocommit=True)
     m = psycopg.connect(user="fencing_v4mallory", autocommit=True)
     try:
@@ -1129,9 +1129,9 @@ def first_protect_by_table_owner():
         q("SELECT create_distributed_table('first4', 'id')", conn=victim)
         # Refused with a hint, changing nothing; the hint's step, then protect().
         e = expect_error("55000", "SELECT fencing.protect('first4')", conn=victim)
-        assert "fencing._citus_floors()" in (e.diag.message_hint or ""), e.diag.message_hint
+        assert "fencing_internal._citus_floors()" in (e.diag.message_hint or ""), e.diag.message_hint
         assert one("SELECT to_regnamespace('fencing_citus') IS NULL")
-        q("SELECT fencing._citus_floors()", conn=victim)
+        q("SELECT fencing_internal._citus_floors()", conn=victim)
         q("SELECT fencing.protect('first4')", conn=victim)
         in_tx(5, "INSERT INTO first4 VALUES (1, 'a', 5)")
     finally:

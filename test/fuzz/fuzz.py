@@ -1503,12 +1503,12 @@ class Fuzzer:
         r = self.r
         rel = self.pick_rel()
         target = self.target_text(rel) if rel is not None and r.random() < 0.6 else self.hostile_target()
-        fn = r.choice(["fencing._key_change_condition(%s)" % target,  # internal, but callable by PUBLIC
+        fn = r.choice(["fencing_internal._key_change_condition(%s)" % target,  # internal, but callable by PUBLIC
                        "fencing.token_accepts(%s, %s, %s)" % (r.choice(["NULL", "0", "5", "-1"]),
                                                                r.choice(["NULL", "0", "5", "9223372036854775807"]),
                                                                r.choice(["NULL", "true", "false"])),
                        "fencing.guard()",
-                       "fencing._drop_guard(%s)" % target if r.random() < 0.2 else "fencing.token_accepts(1, 2, true)"])
+                       "fencing_internal._drop_guard(%s)" % target if r.random() < 0.2 else "fencing.token_accepts(1, 2, true)"])
         case = Case("helper", [], rel, self.role())
         if fn == "fencing.guard()":
             case.extra.add("39P01")  # a trigger function called directly: PostgreSQL's own code for it

@@ -69,7 +69,15 @@ SELECT fencing.high_water_mark() >= value AS high_water_mark_kept FROM facts WHE
 -- The guard triggers and the extension's event triggers came through.
 SELECT tgrelid::regclass, tgname, tgenabled FROM pg_trigger
 WHERE tgfoid = 'fencing.guard'::regproc ORDER BY tgrelid::regclass::text, tgname;
-SELECT evtname, evtevent, evtenabled FROM pg_event_trigger ORDER BY evtname;
+SELECT evtname, evtevent, evtenabled, evtfoid::regprocedure AS function FROM pg_event_trigger ORDER BY evtname;
+-- The internal helpers came through in schema fencing_internal, still the
+-- extension's, with their rights; schema fencing holds the API alone.
+SELECT n.nspname, count(*) AS helpers,
+       count(*) FILTER (WHERE has_function_privilege('public', p.oid, 'EXECUTE')) AS public_may_execute,
+       bool_and(EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_namespace'::regclass AND d.objid = n.oid
+                          AND d.deptype = 'e')) AS extension_member
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname IN ('fencing', 'fencing_internal') AND p.proname LIKE '\_%' GROUP BY 1 ORDER BY 1;
 
 -- jobs (monotonic, compacted at 8, key 6 deleted at 12): stale writes and
 -- re-inserts refused, unfenced writes refused, fresh writes accepted.

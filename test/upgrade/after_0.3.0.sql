@@ -13,8 +13,18 @@ INSERT INTO pre_update VALUES (1, 'x', 5);
 INSERT INTO pre_update VALUES (2, 'x');
 \echo :LAST_ERROR_SQLSTATE
 DROP TABLE pre_update;
+-- The internal helpers' OIDs, to follow them through the update.
+CREATE TEMP TABLE helpers_0_3_0 AS
+SELECT p.oid, p.proname FROM pg_proc p WHERE p.pronamespace = 'fencing'::regnamespace AND p.proname LIKE '\_%';
 ALTER EXTENSION fencing UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'fencing';
+-- Every helper moved: the same function (OID) in schema fencing_internal,
+-- none left in schema fencing; the event triggers call the moved functions.
+SELECT h.proname, p.pronamespace::regnamespace AS schema
+FROM helpers_0_3_0 h LEFT JOIN pg_proc p ON p.oid = h.oid ORDER BY 1;
+SELECT count(*) AS helpers_left_in_fencing FROM pg_proc p
+WHERE p.pronamespace = 'fencing'::regnamespace AND p.proname LIKE '\_%';
+SELECT evtname, evtfoid::regprocedure FROM pg_event_trigger ORDER BY evtname;
 
 -- State kept, row for row, before anything writes.
 SELECT 'registry' AS state, count(*) AS differing FROM (
@@ -318,3 +328,64 @@ WHERE oid = 'fencing.protect(regclass, name, text, boolean, bigint)'::regprocedu
 -- The role goes (roles are the cluster's).
 DROP OWNED BY fencing_upgrade_owner;
 DROP ROLE fencing_upgrade_owner;
+
+-- In a database of its own at 0.3.0, served by the 0.4.0 library (the
+-- helpers in schema fencing): a schema fencing_internal that another role
+-- made, with helpers of the same names that would run as whoever calls
+-- them, is never called (protect(), the event trigger, unprotect(),
+-- acquire()'s grant); the update refuses that schema, and moves the helpers
+-- once it is gone; in the same session, the library then names the moved
+-- helpers (acquire()'s kept statement is made again).
+\c postgres
+CREATE DATABASE fencing_upgrade_planted;
+\c fencing_upgrade_planted
+CREATE EXTENSION fencing VERSION '0.3.0';
+CREATE ROLE fencing_upgrade_planter;
+GRANT CREATE ON DATABASE fencing_upgrade_planted TO fencing_upgrade_planter;
+SET ROLE fencing_upgrade_planter;
+CREATE SCHEMA fencing_internal;
+GRANT USAGE ON SCHEMA fencing_internal TO PUBLIC;
+CREATE TABLE fencing_internal.calls (helper text);
+GRANT INSERT ON fencing_internal.calls TO PUBLIC;
+CREATE FUNCTION fencing_internal._protect(regclass, name, text) RETURNS void LANGUAGE sql
+AS $$ INSERT INTO fencing_internal.calls VALUES ('_protect') $$;
+CREATE FUNCTION fencing_internal._unprotect(regclass) RETURNS void LANGUAGE sql
+AS $$ INSERT INTO fencing_internal.calls VALUES ('_unprotect') $$;
+CREATE FUNCTION fencing_internal._guard_truncate(regclass, name, text) RETURNS void LANGUAGE sql
+AS $$ INSERT INTO fencing_internal.calls VALUES ('_guard_truncate') $$;
+CREATE FUNCTION fencing_internal._guard_key_changes(regclass, name, text) RETURNS void LANGUAGE sql
+AS $$ INSERT INTO fencing_internal.calls VALUES ('_guard_key_changes') $$;
+CREATE FUNCTION fencing_internal._grant_token(bigint, bigint) RETURNS bigint LANGUAGE sql
+AS $$ INSERT INTO fencing_internal.calls VALUES ('_grant_token'); SELECT 1::bigint $$;
+RESET ROLE;
+CREATE TABLE probe (id int PRIMARY KEY, v int);
+SELECT fencing.protect('probe');
+CREATE FUNCTION probe_touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER touch BEFORE UPDATE ON probe FOR EACH ROW EXECUTE FUNCTION probe_touch();
+SELECT tgname, tgqual IS NOT NULL AS key_change_when FROM pg_trigger
+WHERE tgrelid = 'probe'::regclass AND tgname LIKE 'fencing_guard%' ORDER BY 1;
+-- A resource's first grant locks its row; a grant of a released one is the
+-- one statement that calls _grant_token() (the planted one would return 1).
+SELECT fencing.acquire('planted', 'a', '10 s') > 1 AS granted;
+SELECT fencing.release('planted', 'a', token) FROM fencing.resources WHERE resource = 'planted';
+SELECT fencing.acquire('planted', 'a', '10 s') > 1 AS granted;
+SELECT fencing.unprotect('probe');
+SELECT count(*) AS planted_helpers_called FROM fencing_internal.calls;
+ALTER EXTENSION fencing UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'fencing';
+DROP SCHEMA fencing_internal CASCADE;
+REVOKE CREATE ON DATABASE fencing_upgrade_planted FROM fencing_upgrade_planter;
+DROP ROLE fencing_upgrade_planter;
+ALTER EXTENSION fencing UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'fencing';
+SELECT fencing.acquire('planted', 'b', '10 s') IS NULL AS still_held;
+SELECT fencing.release('planted', 'a', token) FROM fencing.resources WHERE resource = 'planted';
+SELECT token AS before FROM fencing.resources WHERE resource = 'planted' \gset
+SELECT fencing.acquire('planted', 'b', '10 s') > :before AS granted;
+SELECT fencing.protect('probe');
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'probe'::regclass AND tgname LIKE 'fencing_guard%' ORDER BY 1;
+SELECT fencing.unprotect('probe');
+SELECT n.nspname, count(*) AS helpers FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.proname LIKE '\_%' AND n.nspname LIKE 'fencing%' GROUP BY 1 ORDER BY 1;
+\c postgres
+DROP DATABASE fencing_upgrade_planted;

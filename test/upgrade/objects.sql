@@ -1,8 +1,9 @@
 -- The extension's objects, as a text listing to compare a fresh install with
 -- an upgraded one: functions (signature, body digest, digest of the whole
 -- definition with argument names, defaults, volatility ..., settings, rights,
--- comment), relations (columns, rights, comment), event triggers, and the
--- tables pg_dump dumps with the extension.
+-- comment) of schemas fencing and fencing_internal, relations (columns,
+-- rights, comment), the extension's schemas (owner, rights, comment), event
+-- triggers, and the tables pg_dump dumps with the extension.
 SELECT 'function ' || p.oid::regprocedure || ' returns ' || pg_get_function_result(p.oid)
        || ' lang ' || l.lanname || ' definer ' || p.prosecdef
        || ' config ' || coalesce(array_to_string(p.proconfig, ','), '')
@@ -10,7 +11,13 @@ SELECT 'function ' || p.oid::regprocedure || ' returns ' || pg_get_function_resu
        || ' definition ' || md5(pg_get_functiondef(p.oid))
        || ' acl ' || coalesce(p.proacl::text, '') || ' comment ' || coalesce(obj_description(p.oid, 'pg_proc'), '')
 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
-WHERE p.pronamespace = 'fencing'::regnamespace
+WHERE p.pronamespace IN ('fencing'::regnamespace, 'fencing_internal'::regnamespace)
+UNION ALL
+SELECT 'schema ' || n.nspname || ' owner ' || n.nspowner::regrole || ' acl ' || coalesce(n.nspacl::text, '')
+       || ' comment ' || coalesce(obj_description(n.oid, 'pg_namespace'), '')
+FROM pg_depend d JOIN pg_namespace n ON n.oid = d.objid
+WHERE d.classid = 'pg_namespace'::regclass AND d.deptype = 'e'
+  AND d.refobjid = (SELECT x.oid FROM pg_extension x WHERE x.extname = 'fencing')
 UNION ALL
 SELECT 'relation ' || c.oid::regclass || ' kind ' || c.relkind::text || ' acl ' || coalesce(c.relacl::text, '')
        || ' comment ' || coalesce(obj_description(c.oid, 'pg_class'), '')
