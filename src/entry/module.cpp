@@ -22,6 +22,7 @@
 #include "guard/merge_check.hpp"
 #include "leases/lease_queue.hpp"
 #include "reporting/stats.hpp"
+#include "state/lease_grace.hpp"
 #include "state/token_issue.hpp"
 #include "state/token_setting.hpp"
 
@@ -150,14 +151,15 @@ void process_utility(PlannedStmt *statement, const char *text, bool read_only,
 
 /*
  * shmem_request (preloaded only): the previous hook; the token windows
- * (state/token_issue); the statistics (reporting/stats); the queue of
- * waiting acquire() calls (leases/lease_queue).
+ * (state/token_issue); the lease epoch's start (state/lease_grace); the statistics
+ * (reporting/stats); the queue of waiting acquire() calls (leases/lease_queue).
  */
 void shmem_request()
 {
 	if (previous_shmem_request != nullptr)
 		previous_shmem_request();
 	fencing::token_issue_request_shmem();
+	fencing::lease_grace_request_shmem();
 	fencing::stats_request_shmem();
 	fencing::lease_queue_request_shmem();
 }
@@ -168,6 +170,7 @@ void shmem_startup()
 	if (previous_shmem_startup != nullptr)
 		previous_shmem_startup();
 	fencing::token_issue_startup_shmem();
+	fencing::lease_grace_startup_shmem();
 	fencing::stats_startup_shmem();
 	fencing::lease_queue_startup_shmem();
 }
