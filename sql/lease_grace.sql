@@ -50,10 +50,16 @@ WHERE resource = 'grace:1';
 SELECT l.live, l.expires_at = r.grace_until AS shows_horizon
 FROM fencing.leases l JOIN fencing.resources r USING (resource) WHERE resource = 'grace:1';
 SELECT fencing.acquire('grace:1', 'bob', '10 s') IS NULL AS held_until_horizon;
--- Its holder may renew it: the row is then of this epoch, held until its new expiry.
+-- Its holder may renew it.  A renewal within the horizon keeps the row's
+-- epoch, so the lease stays held until its horizon (after a promotion, the
+-- old primary may still renew it up to there); one beyond the horizon is
+-- flushed and makes the row of this epoch.
 SELECT fencing.renew('grace:1', 'alice', :t1, '10 s') AS holder_renews;
-SELECT epoch = fencing._lease_epoch() AS this_epoch, grace_until > expires_at AS horizon_kept
-FROM fencing.resources WHERE resource = 'grace:1';
+SELECT epoch = 1 AS epoch_kept, l.expires_at = r.grace_until AS held_until_horizon
+FROM fencing.leases l JOIN fencing.resources r USING (resource) WHERE resource = 'grace:1';
+SELECT fencing.renew('grace:1', 'alice', :t1, '2 h') AS holder_renews_beyond;
+SELECT epoch = fencing._lease_epoch() AS this_epoch, l.expires_at = r.expires_at AS stored_expiry
+FROM fencing.leases l JOIN fencing.resources r USING (resource) WHERE resource = 'grace:1';
 -- ... and release it: then it is free.
 SELECT fencing.release('grace:1', 'alice', :t1) AS released;
 SELECT fencing.acquire('grace:1', 'bob', '10 s') > :t1 AS granted_after_release;

@@ -37,7 +37,7 @@ UPDATE fencing.resources SET grace_until = expires_at;
 COMMENT ON COLUMN fencing.resources.grace_until IS
 'durable horizon: expiry + fencing.lease_grace at the last flushed grant or renewal; after a restart or promotion a lease not released is held until then';
 COMMENT ON COLUMN fencing.resources.epoch IS
-'the server epoch (system, timeline, start) of the row''s last grant or renewal';
+'the server epoch (system, timeline, start) of the row''s last flushed grant or renewal';
 
 --@include sql/src/leases.sql
 

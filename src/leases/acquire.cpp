@@ -47,26 +47,17 @@ struct LiveLease {
 	bool own; /* held by the holder that asks */
 	int64 token;
 	TimestampTz expires_at;
-	bool by_horizon; /* held beyond its stored expiry, until its grace_until (a restart) */
 };
 FENCING_PLAIN_DATA(LiveLease);
 
 /* The live lease and its expiry (state/lease_grace.hpp); 0.3.0's rows (legacy/leases_0_3_0.hpp). */
-#define LIVE_LEASE_SQL(HELD_UNTIL, BY_HORIZON)                                                     \
+#define LIVE_LEASE_SQL(HELD_UNTIL)                                                                 \
 	"SELECT holder = $2, token, " HELD_UNTIL(                                                      \
-	    "") ", " BY_HORIZON " FROM fencing.resources"                                              \
+	    "") " FROM fencing.resources"                                                              \
 	        " WHERE resource = $1 AND NOT released AND " HELD_UNTIL(                               \
 	            "") " > pg_catalog.clock_timestamp()"
-constexpr const char *live_lease_sql[2] = {
-    LIVE_LEASE_SQL(LEASE_HELD_UNTIL, LEASE_HELD_UNTIL("") " > expires_at"),
-    LIVE_LEASE_SQL(LEASE_HELD_UNTIL_0_3_0, "false")};
-
-/*
- * While a lease is held only by its horizon (after a restart), its holder's
- * renewal brings its expiry forward without waking anyone: a waiter looks
- * again this often (microseconds).
- */
-constexpr int64 horizon_look_us = 100000;
+constexpr const char *live_lease_sql[2] = {LIVE_LEASE_SQL(LEASE_HELD_UNTIL),
+                                           LIVE_LEASE_SQL(LEASE_HELD_UNTIL_0_3_0)};
 SPIPlanPtr live_lease_plans[2] = {nullptr, nullptr};
 
 /* The polling backoff without the queue. */
@@ -82,7 +73,7 @@ LiveLease read_live_lease(const char *resource, const char *holder)
 		SPIPlanPtr plan = kept_plan(&live_lease_plans[sql], live_lease_sql[sql], 2, types);
 		Datum values[2] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder)};
 		run_plan(plan, values, nullptr, false, SPI_OK_SELECT);
-		LiveLease lease = {false, false, 0, 0, false};
+		LiveLease lease = {false, false, 0, 0};
 		if (SPI_processed > 0) {
 			bool isnull;
 			lease.live = true;
@@ -91,8 +82,6 @@ LiveLease read_live_lease(const char *resource, const char *holder)
 			Datum token = result_value(0, 2, &isnull);
 			lease.token = isnull ? 0 : DatumGetInt64(token);
 			lease.expires_at = DatumGetTimestampTz(result_value(0, 3, &isnull));
-			Datum by_horizon = result_value(0, 4, &isnull);
-			lease.by_horizon = !isnull && DatumGetBool(by_horizon);
 		}
 		return lease;
 	});
@@ -252,8 +241,7 @@ FENCING_PLAIN_DATA(Step);
 /*
  * Looks at the lease: attempt if it is free (unless an attempt just failed
  * on it: then 1 ms later, the commit of the grant that beat us is near),
- * else sleep until its expiry or `deadline` (while it is held by its
- * horizon only, look again every horizon_look_us).
+ * else sleep until its expiry or `deadline`.
  */
 Step next_step(const char *resource, const char *holder, TimestampTz deadline, bool just_failed)
 {
@@ -262,10 +250,7 @@ Step next_step(const char *resource, const char *holder, TimestampTz deadline, b
 		return just_failed ? Step{false, Min(deadline, GetCurrentTimestamp() + 1000)}
 		                   : Step{true, deadline};
 	/* The server's clock passes expires_at in this microsecond or the next. */
-	TimestampTz wake_at = lease.expires_at + 1;
-	if (lease.by_horizon)
-		wake_at = Min(wake_at, GetCurrentTimestamp() + horizon_look_us);
-	return Step{false, Min(deadline, wake_at)};
+	return Step{false, Min(deadline, lease.expires_at + 1)};
 }
 
 /* The wait in the queue: the token, or 0 when `deadline` passed. */

@@ -46,10 +46,12 @@ int lease_sql()
 	" AND " HELD_UNTIL("r.") " > c.now"
 
 /*
- * renew: the new expiry from one reading of the clock; grace_until kept when
- * the new expiry stays within it and the flush may be skipped ($5), else
- * advanced to the new expiry + the grace ($6).  Returns whether it advanced:
- * then the commit must be durable.
+ * renew: the new expiry from one reading of the clock; grace_until and the
+ * epoch kept when the new expiry stays within it and the flush may be
+ * skipped ($5) - a row of an earlier epoch stays held until its grace_until,
+ * also against the old primary still renewing it after a promotion - else
+ * grace_until advanced to the new expiry + the grace ($6), in this epoch.
+ * Returns whether it advanced: then the commit must be durable.
  */
 #define RENEW_SQL(HELD_UNTIL, GRACE_SET, ADVANCED)                                                 \
 	"UPDATE fencing.resources r SET expires_at = c.now + $4" GRACE_SET                             \
@@ -57,8 +59,9 @@ int lease_sql()
 	    HELD_UNTIL) " RETURNING " ADVANCED
 constexpr const char *renew_sql[2] = {
     RENEW_SQL(LEASE_HELD_UNTIL,
-              ", epoch = fencing._lease_epoch(), grace_until = CASE WHEN $5"
-              " AND c.now + $4 <= r.grace_until THEN r.grace_until"
+              ", epoch = CASE WHEN $5 AND c.now + $4 <= r.grace_until THEN r.epoch"
+              " ELSE fencing._lease_epoch() END,"
+              " grace_until = CASE WHEN $5 AND c.now + $4 <= r.grace_until THEN r.grace_until"
               " ELSE c.now + $4 + $6 END",
               "r.grace_until = c.now + $4 + $6"),
     RENEW_SQL(LEASE_HELD_UNTIL_0_3_0, "", "true")};

@@ -46,10 +46,13 @@ namespace
 	          " SELECT w.resource, w.token, n.resource IS NOT NULL, n.expires_at, n.advanced"      \
 	          " FROM wanted w LEFT JOIN renewed n ON n.resource OPERATOR(pg_catalog.=) w.resource" \
 	          " ORDER BY w.n"
-/* As renew() (leases.cpp): grace_until kept or advanced; 0.3.0's rows have none. */
+/* As renew() (leases.cpp): grace_until and the epoch kept, or advanced; 0.3.0's rows have none. */
 constexpr const char *renew_all_sql[2] = {
     RENEW_ALL_SQL(LEASE_HELD_UNTIL,
-                  ", epoch = fencing._lease_epoch(), grace_until = CASE WHEN $5"
+                  ", epoch = CASE WHEN $5"
+                  " AND (c.now OPERATOR(pg_catalog.+) $4) OPERATOR(pg_catalog.<=) r.grace_until"
+                  " THEN r.epoch ELSE fencing._lease_epoch() END,"
+                  " grace_until = CASE WHEN $5"
                   " AND (c.now OPERATOR(pg_catalog.+) $4) OPERATOR(pg_catalog.<=) r.grace_until"
                   " THEN r.grace_until"
                   " ELSE c.now OPERATOR(pg_catalog.+) $4 OPERATOR(pg_catalog.+) $6 END",
