@@ -6,9 +6,8 @@
  * and fences below it, which the floor now speaks for.
  */
 #include "base/arguments.hpp"
-#include "citus/citus.hpp"
 #include "base/compat.hpp"
-#include "state/marks.hpp"
+#include "state/mark_store.hpp"
 #include "state/registry.hpp"
 #include "base/spi.hpp"
 #include "state/table_settings.hpp"
@@ -72,17 +71,6 @@ int64 highest(const char *sql, Oid type, Datum value)
 		Datum token = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
 		return isnull ? 0 : DatumGetInt64(token);
 	});
-}
-
-/* The highest token a table's tree has seen (marks and floors), or 0. */
-int64 highest_marked(List *tree)
-{
-	return highest("SELECT GREATEST("
-	               " (SELECT pg_catalog.max(token) FROM fencing.deleted_keys"
-	               "   WHERE relid OPERATOR(pg_catalog.=) ANY ($1)),"
-	               " (SELECT pg_catalog.max(token) FROM fencing.floors"
-	               "   WHERE relid OPERATOR(pg_catalog.=) ANY ($1)))",
-	               REGCLASSARRAYOID, relid_array(tree));
 }
 
 /*
@@ -257,26 +245,15 @@ Tree raise_table_floor(Oid relid, int64 below, MemoryContext keep, int64 *remove
 		            RelationGetRelationName(rel)),
 		     errhint("Compact the protected table: its marks and floor cover its partitions.")));
 	List *tree = find_all_inheritors(relid, ShareRowExclusiveLock, nullptr);
+	MarkStore marks = open_mark_store(rel, fence, CurrentMemoryContext);
 	/* The marks only when the clock alone would refuse: reading them all takes long. */
 	int64 seen = issuable_now();
-	if (fence.citus_id == 0 && below > one_above(seen))
-		seen = std::max(seen, highest_marked(tree));
+	if (below > one_above(seen))
+		seen = std::max(seen, marks.kind->highest_mark(&marks, tree));
 	check_floor(below, seen, "the table has");
 	Tree result{static_cast<Oid *>(MemoryContextAlloc(keep, sizeof(Oid) * list_length(tree))), 0};
-	if (fence.citus_id != 0) {
-		citus_raise_floor(fence.citus_id, below);
-		*removed += citus_remove_marks(fence.citus_id, below);
-	} else {
-		/*
-		 * Every relation of the tree gets the floor: a partition detached
-		 * later keeps it, as it keeps its marks.
-		 */
-		ListCell *cell;
-		foreach (cell, tree) {
-			raise_floor(lfirst_oid(cell), below, true);
-			result.relids[result.count++] = lfirst_oid(cell);
-		}
-	}
+	*removed +=
+	    marks.kind->raise_compaction_floor(&marks, tree, below, result.relids, &result.count);
 	relation_close(rel, NoLock);
 	return result;
 }

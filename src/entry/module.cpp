@@ -17,6 +17,7 @@
 #include "admin/ddl.hpp"
 #include "base/boundary.hpp"
 #include "base/compat.hpp"
+#include "citus/citus_marks.hpp"
 #include "citus/token_relay.hpp"
 #include "entry/settings.hpp"
 #include "guard/merge_check.hpp"
@@ -258,6 +259,8 @@ extern "C" void _PG_init(void)
 		preloaded = process_shared_preload_libraries_in_progress;
 		fencing::define_settings();
 		install_hooks();
+		/* The marks of Citus tables, which state/mark_store.hpp cannot include. */
+		fencing::register_citus_marks();
 		fencing::ddl_module_loaded();
 		/* Last: it drops placeholders of names not defined by then. */
 		MarkGUCPrefixReserved("fencing");

@@ -3,14 +3,13 @@
  * that applies `changes` and advances the token column iff the row's stored
  * token accepts `token`, run with the caller's rights through cached plans.
  */
-#include "citus/citus.hpp"
-#include "citus/token_relay.hpp"
 #include "reporting/rejections.hpp"
 #include "guard/fenced_write.hpp"
 #include "base/spi.hpp"
+#include "catalog/citus_names.hpp"
 #include "catalog/keys.hpp"
 #include "legacy/key_text_0_1_0.hpp"
-#include "state/marks.hpp"
+#include "state/mark_store.hpp"
 #include "guard/plan_cache.hpp"
 #include "reporting/stats.hpp"
 #include "state/table_settings.hpp"
@@ -57,6 +56,7 @@ struct Call {
 	Bitmapset *key_attrs; /* primary key columns (relcache), offset by FirstLowInvalid... */
 	mutable Relation pk;  /* the primary key index, opened only when needed */
 	TableSettings fence;
+	mutable MarkStore marks; /* where its marks live */
 	int64 token;
 	bool skip_stale;
 	Columns key;     /* in primary key order */
@@ -453,9 +453,7 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 	bool isnull[INDEX_MAX_KEYS] = {false};
 	KeyHash key =
 	    key_identity(call.rel, key_columns(primary_key(call)), key_in_index_order(call), isnull);
-	bool marked = call.fence.citus_id != 0
-	                  ? citus_find_high_water_anywhere(call.fence.citus_id, key, stored)
-	                  : find_high_water(mark_scope(call.rel), key, stored);
+	bool marked = call.marks.kind->find_for_table(&call.marks, key, stored);
 	if (marked && !token_accepts(call.fence.mode, *stored, call.token))
 		return Outcome::stale;
 	return Outcome::missing;
@@ -504,6 +502,7 @@ void open_target(Call *call, Oid relid)
 	call->key_attrs = RelationGetIndexAttrBitmap(call->rel, INDEX_ATTR_BITMAP_PRIMARY_KEY);
 	call->pk = nullptr;
 	fence_of_table(call->rel, &call->fence);
+	call->marks = open_mark_store(call->rel, call->fence, CurrentMemoryContext);
 }
 
 } // namespace
@@ -538,7 +537,7 @@ FENCING_FUNCTION(fenced_update)
 	parse_changes(&call, PG_GETARG_JSONB_P(3));
 
 	/* Below the table's floor (compact()), no row would take it: stale without trying. */
-	int64 floor = call.fence.is_protected && call.fence.citus_id == 0 ? floor_of(call.rel) : 0;
+	int64 floor = call.fence.is_protected ? call.marks.kind->write_floor(&call.marks) : 0;
 	int64 stored = floor;
 	volatile Outcome outcome = Outcome::skipped;
 	if (!token_accepts(call.fence.mode, floor, call.token)) {
@@ -557,10 +556,7 @@ FENCING_FUNCTION(fenced_update)
 			 * that UPDATE statement would: in one round trip to the shard's
 			 * worker, which commits it there, instead of BEGIN, UPDATE, COMMIT.
 			 */
-			volatile int alone =
-			    call.fence.citus_id != 0 && citus_call_is_statement(fcinfo->flinfo->fn_expr)
-			        ? citus_commit_alone()
-			        : -1;
+			volatile int alone = call.marks.kind->write_alone(&call.marks, fcinfo->flinfo->fn_expr);
 			plans->users++;
 			running_fenced_write = write;
 			PG_TRY();
@@ -578,7 +574,7 @@ FENCING_FUNCTION(fenced_update)
 			}
 			PG_END_TRY();
 			if (alone >= 0)
-				citus_commit_alone_end(alone);
+				call.marks.kind->write_alone_end(alone);
 		});
 	}
 

@@ -15,14 +15,14 @@
  * BEFORE TRUNCATE: the statement presents a token as a DELETE of every row
  * would, and leaves the table a floor that every new key must follow.
  */
-#include "citus/citus.hpp"
 #include "base/compat.hpp"
+#include "catalog/citus_names.hpp"
 #include "reporting/rejections.hpp"
-#include "legacy/installed_release.hpp"
+#include "legacy/guard_0_1_0.hpp"
 #include "guard/fenced_write.hpp"
 #include "catalog/keys.hpp"
 #include "legacy/key_text_0_1_0.hpp"
-#include "state/marks.hpp"
+#include "state/mark_store.hpp"
 #include "state/registry.hpp"
 #include "state/token_setting.hpp"
 #include "reporting/stats.hpp"
@@ -85,12 +85,7 @@ struct TableInfo {
 	Oid trigger_oid;
 	TableSettings fence;
 	KeyColumns key;
-	bool scope_known;
-	MarkScope scope; /* where marks of this relation's keys live */
-	bool citus_known;
-	CitusShard citus; /* a Citus shard's: its marks shard and floors */
-	bool floor_known;
-	int64 floor;             /* no write presents a token below it (compact(), TRUNCATE) */
+	MarkStore marks;         /* where marks of this relation's keys live, and its floor */
 	PendingCount *counter;   /* its accepted writes, for fencing.stats */
 	bool key_changes_unseen; /* other BEFORE UPDATE row triggers, key check without WHEN */
 	Lend *lend;
@@ -130,12 +125,8 @@ Lend *lend_next(TableInfo *info, bool from_insert, int64 token)
 bool key_changes_unseen(TriggerData *trigger)
 {
 	const TriggerDesc *triggers = trigger->tg_relation->trigdesc;
-	/*
-	 * On a Citus shard, with a suffix; 0.1.0's objects
-	 * (legacy/installed_release.hpp) named it otherwise.
-	 */
-	const char *name =
-	    installed_layout() == Layout::v0_1_0 ? "fencing_guard_keys" : "fencing_guard_key_changes";
+	/* On a Citus shard, with a suffix; 0.1.0's objects named it otherwise. */
+	const char *name = key_changes_trigger_0_1_0("fencing_guard_key_changes");
 	bool others = false, checked = false, when = false;
 	for (int i = 0; triggers != nullptr && i < triggers->numtriggers; i++) {
 		const Trigger &t = triggers->triggers[i];
@@ -177,8 +168,7 @@ void fence_of_unprotected(TriggerData *trigger, TableSettings *fence)
 	bool hash = false;
 	if (citus_loaded() && trigger->tg_trigger->tgnargs == 3) {
 		fence_from_arguments(trigger->tg_relation, trigger->tg_trigger, fence);
-		int64 recorded = citus_recorded_id(trigger->tg_relation);
-		if (recorded != 0 && recorded == fence->citus_id)
+		if (marks_id_recorded(trigger->tg_relation, *fence))
 			return;
 		/*
 		 * A marks id that protect() did not record for this relation's
@@ -237,10 +227,9 @@ TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 		info->key = key;
 		info->counter = relation_counter(trigger->tg_relation);
 		info->key_changes_unseen = key_changes_unseen(trigger);
+		info->marks = open_mark_store(trigger->tg_relation, fence, fcinfo->flinfo->fn_mcxt);
 		const char *qualified, *name;
-		bool hash = false;
-		if (fence.citus_id == 0 && citus_loaded() &&
-		    citus_logical_name(trigger->tg_relation, &qualified, &name, &hash) && hash)
+		if (marks_left_behind(trigger->tg_relation, fence, &qualified, &name))
 			refuse_distributed_after_protect(qualified, name);
 		fcinfo->flinfo->fn_extra = info;
 	}
@@ -295,60 +284,26 @@ void check(const Write &w, HeapTuple row, int64 presented, int64 stored)
 	count_accepted(w.info->counter);
 }
 
-/* Where this table's marks live: worked out once per statement. */
-const MarkScope &scope_of(const Write &w)
-{
-	if (!w.info->scope_known) {
-		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(w.info));
-		w.info->scope = mark_scope(w.rel);
-		MemoryContextSwitchTo(old);
-		w.info->scope_known = true;
-	}
-	return w.info->scope;
-}
-
 /*
  * The stored token a write must follow: the row's, or the table's floor if
  * that is higher (compact() raised it over rows it left in place).
  */
 int64 bar(const Write &w, int64 stored)
 {
-	if (!w.info->floor_known) {
-		w.info->floor = w.fence->citus_id == 0 ? floor_of(w.rel) : 0;
-		w.info->floor_known = true;
-	}
-	return std::max(stored, w.info->floor);
-}
-
-/* Where this Citus shard's marks live: worked out once per statement. */
-const CitusShard &citus_of(const Write &w)
-{
-	if (!w.info->citus_known) {
-		w.info->citus = citus_shard(w.rel, w.fence->citus_id);
-		w.info->citus_known = true;
-	}
-	return w.info->citus;
+	MarkStore *marks = &w.info->marks;
+	return std::max(stored, marks->kind->write_floor(marks));
 }
 
 /* Records that `row`'s key went away under `token`. */
 void mark_deleted(const Write &w, HeapTuple row, const KeyHash &key, int64 token)
 {
-	if (w.fence->citus_id == 0) {
-		record_mark(scope_of(w), key, token);
-		return;
-	}
-	const CitusShard &shard = citus_of(w);
-	bool isnull;
-	Datum dist = heap_getattr(row, shard.dist_attnum, RelationGetDescr(w.rel), &isnull);
-	citus_record_mark(shard, dist, key, token);
+	w.info->marks.kind->record(&w.info->marks, row, key, token);
 }
 
 /* The high-water mark a new row with `key` must follow; false if none. */
 bool high_water(const Write &w, const KeyHash &key, int64 *mark)
 {
-	if (w.fence->citus_id == 0)
-		return find_high_water(scope_of(w), key, mark);
-	return citus_find_high_water(citus_of(w), key, mark);
+	return w.info->marks.kind->find(&w.info->marks, key, mark);
 }
 
 /* Writes `token` into the row's token column. */
@@ -546,30 +501,20 @@ Datum guard_truncate(TriggerData *trigger)
 	}
 	int64 presented;
 	/*
-	 * A Citus distributed table: this is its shell (on the coordinator, or
-	 * on the worker a client truncates it from), whose rows are in the
-	 * shards.  Citus holds the table's lock on every node by now, so no
-	 * write through Citus runs meanwhile; the shards have no TRUNCATE
-	 * trigger of their own.
+	 * On a Citus distributed table this is its shell, whose rows are in the
+	 * shards (which have no TRUNCATE trigger of their own): its store reads
+	 * them through Citus.
 	 */
-	bool distributed = fence.citus_id != 0 && citus_is_distributed(RelationGetRelid(rel));
-	const char *column =
-	    NameStr(TupleDescAttr(RelationGetDescr(rel), fence.token_attnum - 1)->attname);
+	MarkStore marks = open_mark_store(rel, fence, CurrentMemoryContext);
 	if (!session_token(&presented))
-		report_missing(rel, fence.token_attnum, all_rows, "TRUNCATE",
-		               shown(rel, fence.token_attnum,
-		                     distributed ? citus_highest_stored(rel, fence.token_attnum)
-		                                 : highest_stored_token_below(rel, column)));
-	int64 stored = distributed ? citus_highest_stored(rel, fence.token_attnum)
-	                           : std::max(highest_stored_token(rel, fence.token_attnum),
-	                                      floor_of(mark_scope(rel)));
+		report_missing(
+		    rel, fence.token_attnum, all_rows, "TRUNCATE",
+		    shown(rel, fence.token_attnum, marks.kind->truncate_shown(&marks, fence.token_attnum)));
+	int64 stored = marks.kind->truncate_bar(&marks, fence.token_attnum);
 	if (!token_accepts(fence.mode, stored, presented))
 		report_stale(rel, fence.token_attnum, all_rows, fence.mode, presented,
 		             shown(rel, fence.token_attnum, stored));
-	if (distributed)
-		citus_raise_floor(fence.citus_id, presented);
-	else
-		raise_floor(RelationGetRelid(rel), presented);
+	marks.kind->raise_truncate_floor(&marks, presented);
 	count_accepted(relation_counter(rel));
 	return PointerGetDatum(nullptr);
 }

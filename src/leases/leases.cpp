@@ -5,7 +5,7 @@
  */
 #include "base/arguments.hpp"
 #include "base/compat.hpp"
-#include "legacy/installed_release.hpp"
+#include "legacy/leases_0_2_0.hpp"
 #include "legacy/leases_0_3_0.hpp"
 #include "leases/lease_queue.hpp"
 #include "leases/leases.hpp"
@@ -183,7 +183,7 @@ Grant grant_lease(const char *resource, const char *holder, Datum ttl)
 {
 	Datum name = CStringGetTextDatum(resource);
 	Datum holder_text = CStringGetTextDatum(holder);
-	if (installed_layout() == Layout::current) {
+	if (!grants_lock_first_0_2_0()) {
 		/* As below, before anything is locked or issued. */
 		require_grant_confirmation();
 		Oid types[5] = {TEXTOID, TEXTOID, INTERVALOID, INT8OID, INTERVALOID};

@@ -4,7 +4,7 @@
  * wins, we wait for it, then lock its row).
  */
 #include "leases/resources.hpp"
-#include "legacy/installed_release.hpp"
+#include "legacy/leases_0_2_0.hpp"
 #include "legacy/leases_0_3_0.hpp"
 #include "state/lease_grace.hpp"
 #include "base/spi.hpp"
@@ -56,15 +56,10 @@ RowLock fence_row = {"SELECT token, " RESOURCE_FLOOR
                      " ON CONFLICT (resource) DO NOTHING",
                      nullptr, nullptr};
 
-/* With 0.1.0's objects (legacy/installed_release.hpp), which have no resource floors. */
-RowLock lease_row_0_1_0 = {
-    "SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token, NULL::bigint"
-    " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
-    lease_row.create_sql, nullptr, nullptr};
+/* With 0.1.0's objects (legacy/leases_0_2_0.hpp), which have no resource floors. */
+RowLock lease_row_0_1_0 = {lease_lock_sql_0_1_0, lease_row.create_sql, nullptr, nullptr};
 
-RowLock fence_row_0_1_0 = {"SELECT token, NULL::bigint"
-                           " FROM fencing.fences WHERE resource = $1 FOR UPDATE",
-                           fence_row.create_sql, nullptr, nullptr};
+RowLock fence_row_0_1_0 = {fence_lock_sql_0_1_0, fence_row.create_sql, nullptr, nullptr};
 
 /* A nullable bigint column of the locked row, 0 for NULL. */
 int64 column_or_zero(int column)
@@ -100,9 +95,9 @@ void lock_row(RowLock *row, const char *resource, bool *created)
 Lease lock_lease(const char *resource)
 {
 	bool created;
-	lock_row(installed_layout() == Layout::v0_1_0 ? &lease_row_0_1_0
-	         : lease_rows_without_grace()         ? &lease_row_0_3_0
-	                                              : &lease_row,
+	lock_row(no_resource_floors_0_1_0()   ? &lease_row_0_1_0
+	         : lease_rows_without_grace() ? &lease_row_0_3_0
+	                                      : &lease_row,
 	         resource, &created);
 	bool isnull;
 	Lease lease;
@@ -115,8 +110,7 @@ Lease lock_lease(const char *resource)
 int64 lock_fence(const char *resource)
 {
 	bool created;
-	lock_row(installed_layout() == Layout::v0_1_0 ? &fence_row_0_1_0 : &fence_row, resource,
-	         &created);
+	lock_row(no_resource_floors_0_1_0() ? &fence_row_0_1_0 : &fence_row, resource, &created);
 	/* A row created just now holds the placeholder 1: no fence was accepted yet. */
 	return std::max(created ? 0 : column_or_zero(1), column_or_zero(2));
 }

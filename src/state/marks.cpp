@@ -4,7 +4,6 @@
  */
 #include "state/marks.hpp"
 #include "legacy/marks_0_1_0.hpp"
-#include "legacy/installed_release.hpp"
 #include "catalog/relation.hpp"
 #include "base/spi.hpp"
 
@@ -93,8 +92,9 @@ MarkScope mark_scope(Relation rel)
 
 bool find_high_water(const MarkScope &scope, const KeyHash &key, int64 *mark)
 {
-	if (installed_layout() == Layout::v0_1_0)
-		return find_mark_0_1_0(top_of(scope), key.text_0_1_0, mark);
+	bool found;
+	if (find_mark_0_1_0(top_of(scope), key, mark, &found))
+		return found;
 	Oid types[2] = {REGCLASSARRAYOID, BYTEAOID};
 	Datum values[2] = {relid_array(scope), key_hash_datum(key)};
 	return read_mark_as_owner(&high_water_plan,
@@ -110,10 +110,8 @@ bool find_high_water(const MarkScope &scope, const KeyHash &key, int64 *mark)
 
 void record_mark(const MarkScope &scope, const KeyHash &key, int64 token)
 {
-	if (installed_layout() == Layout::v0_1_0) {
-		record_mark_0_1_0(top_of(scope), key.text_0_1_0, token);
+	if (record_mark_0_1_0(top_of(scope), key, token))
 		return;
-	}
 	Oid types[3] = {REGCLASSARRAYOID, BYTEAOID, INT8OID};
 	Datum values[3] = {relid_array(scope), key_hash_datum(key), Int64GetDatum(token)};
 	raise_mark_as_owner(&record_plan,
@@ -150,16 +148,16 @@ bool cached_floor(Oid relid, int64 *floor)
 int64 floor_of(Relation rel)
 {
 	int64 floor;
-	if (installed_layout() != Layout::v0_1_0 && cached_floor(RelationGetRelid(rel), &floor))
+	if (floor_0_1_0(&floor) || cached_floor(RelationGetRelid(rel), &floor))
 		return floor;
 	return floor_of(mark_scope(rel));
 }
 
 int64 floor_of(const MarkScope &scope)
 {
-	if (installed_layout() == Layout::v0_1_0)
-		return 0;
 	int64 cached;
+	if (floor_0_1_0(&cached))
+		return cached;
 	if (cached_floor(scope.relids[0], &cached))
 		return cached;
 	bool found;
@@ -185,10 +183,7 @@ int64 floor_of(const MarkScope &scope)
 
 void raise_floor(Oid relid, int64 token, bool every_write)
 {
-	if (installed_layout() == Layout::v0_1_0)
-		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		                errmsg("the fencing extension's objects are still those of release 0.1.0"),
-		                errhint("Run ALTER EXTENSION fencing UPDATE.")));
+	refuse_floor_0_1_0();
 	Oid types[2] = {REGCLASSOID, INT8OID};
 	Datum values[2] = {ObjectIdGetDatum(relid), Int64GetDatum(token)};
 	if (!every_write) {

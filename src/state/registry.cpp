@@ -3,7 +3,7 @@
  */
 #include "state/registry.hpp"
 #include "base/compat.hpp"
-#include "legacy/installed_release.hpp"
+#include "legacy/registry_0_2_0.hpp"
 #include "base/spi.hpp"
 #include "catalog/relation.hpp"
 
@@ -45,7 +45,7 @@ struct CacheEntry {
 	Oid relid; /* hash key */
 	bool found;
 	Registration registration;
-	Layout layout; /* read from the registry, or (an older release's objects) from triggers */
+	bool from_triggers; /* read (with an older release's objects) from triggers, not the registry */
 };
 FENCING_PLAIN_DATA(CacheEntry);
 HTAB *cache = nullptr;
@@ -64,38 +64,18 @@ void forget(Datum, Oid relid)
 		(void)hash_search(cache, &entry->relid, HASH_REMOVE, nullptr);
 }
 
-/*
- * Before ALTER EXTENSION fencing UPDATE (an older release's objects,
- * legacy/installed_release.hpp): the arguments of the table's own guard trigger (not one
- * PostgreSQL cloned to a partition), where those releases kept the settings.
- */
-bool read_trigger_registration(Oid relid, Registration *registration)
-{
-	Relation rel = RelationIdGetRelation(relid);
-	if (!RelationIsValid(rel))
-		return false;
-	bool found = false;
-	TriggerDesc *triggers = rel->trigdesc;
-	for (int i = 0; triggers != nullptr && i < triggers->numtriggers && !found; i++) {
-		const Trigger *trigger = &triggers->triggers[i];
-		if (strcmp(trigger->tgname, guard_trigger_name) != 0 || trigger->tgisclone ||
-		    trigger->tgnargs < 2 || !calls_guard(trigger->tgfoid) ||
-		    !parse_mode(trigger->tgargs[1], &registration->mode))
-			continue;
-		registration->relid = relid;
-		namestrcpy(&registration->token_column, trigger->tgargs[0]);
-		registration->is_protected = true;
-		found = true;
-	}
-	RelationClose(rel);
-	return found;
-}
-
 /* Reads the registry row of `relid` (latest committed state, and this transaction's). */
 bool read_registration(Oid relid, Registration *registration)
 {
-	if (installed_layout() != Layout::current)
-		return read_trigger_registration(relid, registration);
+	bool in_triggers;
+	if (trigger_settings_0_2_0(relid, &registration->token_column, &registration->mode,
+	                           &in_triggers)) {
+		if (in_triggers) {
+			registration->relid = relid;
+			registration->is_protected = true;
+		}
+		return in_triggers;
+	}
 	Oid types[1] = {REGCLASSOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
 	return run_as_owner(&lookup_plan,
@@ -140,7 +120,7 @@ bool registration_of(Oid relid, Registration *registration)
 	}
 	bool found;
 	auto *entry = static_cast<CacheEntry *>(hash_search(cache, &relid, HASH_FIND, &found));
-	if (found && entry->layout == installed_layout()) {
+	if (found && entry->from_triggers == settings_in_triggers_0_2_0()) {
 		*registration = entry->registration;
 		return entry->found;
 	}
@@ -150,7 +130,7 @@ bool registration_of(Oid relid, Registration *registration)
 	entry = static_cast<CacheEntry *>(hash_search(cache, &relid, HASH_ENTER, &found));
 	entry->found = registered;
 	entry->registration = read;
-	entry->layout = installed_layout();
+	entry->from_triggers = settings_in_triggers_0_2_0();
 	*registration = read;
 	return registered;
 }

@@ -127,9 +127,14 @@ bool find_guard(Relation rel, TableSettings *fence)
 	 */
 	if (guard != nullptr && guard->tgnargs == 3 && guard->tgenabled != TRIGGER_DISABLED) {
 		fence_from_arguments(rel, guard, fence);
-		return fence->citus_id == citus_recorded_id(rel);
+		return marks_id_recorded(rel, *fence);
 	}
 	return false;
+}
+
+bool marks_id_recorded(Relation rel, const TableSettings &fence)
+{
+	return fence.citus_id == citus_recorded_id(rel);
 }
 
 void fence_of_table(Relation rel, TableSettings *fence)

@@ -33,6 +33,12 @@ bool fence_from_trigger(Relation rel, const Trigger *trigger, TableSettings *fen
 void fence_from_arguments(Relation rel, const Trigger *trigger, TableSettings *fence);
 
 /*
+ * Is the Citus marks id of a shard's guard (fence_from_arguments()) the one
+ * protect() recorded for its distributed table?  Only then does it act.
+ */
+bool marks_id_recorded(Relation rel, const TableSettings &fence);
+
+/*
  * The settings of `rel` if the registry protects it (or a Citus shard's
  * guard describes it); false otherwise.
  */

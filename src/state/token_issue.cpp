@@ -33,7 +33,7 @@
 #include "base/rights.hpp"
 #include "base/compat.hpp"
 #include "base/late_load.hpp"
-#include "legacy/installed_release.hpp"
+#include "legacy/token_issue_0_2_0.hpp"
 #include "base/spi.hpp"
 #include "base/token_compare.hpp"
 
@@ -209,9 +209,8 @@ Oid known_history_sequence = InvalidOid;
 int64 known_history = 0;
 
 SPIPlanPtr history_plan = nullptr;
-SPIPlanPtr record_plans[2] = {nullptr, nullptr}; /* without, with the generation */
+SPIPlanPtr record_plan = nullptr;
 SPIPlanPtr base_plan = nullptr;
-SPIPlanPtr base_plan_0_2_0 = nullptr;
 
 Oid history_sequence()
 {
@@ -249,8 +248,8 @@ bool history_current(Oid sequence, int64 key)
  * answer on every copy of the same data, so a standby promoted before the
  * record reached it still gets a generation above its old primary's.
  * `recorded`: whether the table has this (system, timeline) with this
- * generation already.  0.2.0's objects (legacy/installed_release.hpp) record no generations:
- * the first tokens of their rows tell them; 0.1.0's have no rows: base 1.
+ * generation already.  0.1.0's and 0.2.0's objects record no generations
+ * (legacy/token_issue_0_2_0.hpp).
  * Call inside SPI_connect.
  */
 int64 generation_now(bool *recorded)
@@ -258,7 +257,7 @@ int64 generation_now(bool *recorded)
 	int64 timeline = static_cast<int64>(GetWALInsertionTimeLine());
 	int64 base = 1;
 	*recorded = true;
-	if (installed_layout() == Layout::current) {
+	if (!generation_base_0_2_0(&base)) {
 		Oid types[2] = {INT8OID, INT4OID};
 		SPIPlanPtr plan = kept_plan(
 		    &base_plan,
@@ -281,35 +280,6 @@ int64 generation_now(bool *recorded)
 			base = std::max(int64{1}, DatumGetInt64(value));
 		Datum known = SPI_processed > 0 ? result_value(0, 2, &isnull) : 0;
 		*recorded = !isnull && DatumGetInt64(known) >= saturating_add(base, timeline);
-	} else if (installed_layout() == Layout::v0_2_0) {
-		/*
-		 * 0.2.0's table has no generation column, but the first token of a
-		 * row this library recorded there carries it: the same base as above
-		 * (pg_upgrade before ALTER EXTENSION UPDATE is a new system), which
-		 * the update records (sql/upgrade/0.2.0--0.3.0.sql).
-		 */
-		Oid types[1] = {INT8OID};
-		SPIPlanPtr plan = kept_plan(
-		    &base_plan_0_2_0,
-		    "SELECT GREATEST("
-		    " (SELECT pg_catalog.max((t.first_token OPERATOR(pg_catalog.>>) 42)"
-		    "   OPERATOR(pg_catalog.-) 512 OPERATOR(pg_catalog.-) t.timeline)"
-		    "  FROM fencing.token_timelines t WHERE t.system_identifier OPERATOR(pg_catalog.=) $1"
-		    "  AND t.first_token OPERATOR(pg_catalog.>=) (513::pg_catalog.int8"
-		    "   OPERATOR(pg_catalog.<<) 42)),"
-		    " (SELECT pg_catalog.max((t.first_token OPERATOR(pg_catalog.>>) 42)"
-		    "   OPERATOR(pg_catalog.-) 512)"
-		    "  FROM fencing.token_timelines t WHERE t.system_identifier OPERATOR(pg_catalog.<>) $1"
-		    "  AND t.first_token OPERATOR(pg_catalog.>=) (513::pg_catalog.int8"
-		    "   OPERATOR(pg_catalog.<<) 42)) OPERATOR(pg_catalog.+) 1,"
-		    " 1)",
-		    1, types);
-		Datum values[1] = {Int64GetDatum(static_cast<int64>(GetSystemIdentifier()))};
-		run_plan(plan, values, nullptr, true, SPI_OK_SELECT);
-		bool isnull = true;
-		Datum value = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
-		if (!isnull)
-			base = std::max(int64{1}, DatumGetInt64(value));
 	}
 	int64 generation = saturating_add(base, timeline);
 	if (generation > max_generation)
@@ -361,23 +331,19 @@ void record_history(Oid sequence, int64 token, int64 generation)
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, sequence, 1, lock_class);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
 		return;
-	bool with_generation = installed_layout() == Layout::current;
+	if (record_history_0_2_0(token))
+		return;
 	Oid types[4] = {INT8OID, INT4OID, INT8OID, INT8OID};
-	SPIPlanPtr plan =
-	    kept_plan(&record_plans[with_generation ? 1 : 0],
-	              with_generation ? "INSERT INTO fencing.token_timelines"
-	                                " (system_identifier, timeline, first_token, started_at,"
-	                                " generation)"
-	                                " VALUES ($1, $2, $3, pg_catalog.clock_timestamp(), $4)"
-	                                " ON CONFLICT (system_identifier, timeline) DO UPDATE"
-	                                " SET generation = EXCLUDED.generation"
-	                                " WHERE token_timelines.generation"
-	                                " OPERATOR(pg_catalog.<) EXCLUDED.generation"
-	                              : "INSERT INTO fencing.token_timelines"
-	                                " (system_identifier, timeline, first_token, started_at)"
-	                                " VALUES ($1, $2, $3, pg_catalog.clock_timestamp())"
-	                                " ON CONFLICT DO NOTHING",
-	              with_generation ? 4 : 3, types);
+	SPIPlanPtr plan = kept_plan(&record_plan,
+	                            "INSERT INTO fencing.token_timelines"
+	                            " (system_identifier, timeline, first_token, started_at,"
+	                            " generation)"
+	                            " VALUES ($1, $2, $3, pg_catalog.clock_timestamp(), $4)"
+	                            " ON CONFLICT (system_identifier, timeline) DO UPDATE"
+	                            " SET generation = EXCLUDED.generation"
+	                            " WHERE token_timelines.generation"
+	                            " OPERATOR(pg_catalog.<) EXCLUDED.generation",
+	                            4, types);
 	Datum values[4] = {Int64GetDatum(static_cast<int64>(GetSystemIdentifier())),
 	                   Int32GetDatum(static_cast<int32>(GetWALInsertionTimeLine())),
 	                   Int64GetDatum(token), Int64GetDatum(generation)};
@@ -660,11 +626,8 @@ void require_issuable(int64 lower)
  */
 int64 reserve(Oid sequence, int64 floor)
 {
-	/*
-	 * 0.1.0's objects (legacy/installed_release.hpp) keep no history: no
-	 * margin, the clock still bounds tokens.
-	 */
-	Oid history = installed_layout() == Layout::v0_1_0 ? InvalidOid : history_sequence();
+	/* 0.1.0's objects keep no history (legacy/token_issue_0_2_0.hpp). */
+	Oid history = no_history_0_1_0() ? InvalidOid : history_sequence();
 	uint32 timeline = GetWALInsertionTimeLine();
 	LOCKTAG tag;
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, sequence, 0, lock_class);
