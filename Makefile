@@ -19,8 +19,9 @@ OBJS = $(SOURCES:.cpp=.o)
 # definitions.  Built scripts of the release in the making are not
 # committed; those of released versions are, frozen as they shipped
 # (a release's scripts never change once it is out).
-SQL_SOURCES = $(addprefix sql/src/,prologue.sql tables.sql registry.sql guard.sql protect.sql \
-	citus.sql ddl.sql leases.sql stats.sql compact.sql views.sql event_triggers.sql)
+SQL_SOURCES = $(addprefix sql/src/,prologue.sql tables.sql registry.sql table_options.sql \
+	guard.sql protect.sql citus.sql ddl.sql leases.sql stats.sql rollout.sql compact.sql \
+	views.sql monitor.sql event_triggers.sql)
 UPGRADES = 0.3.0--0.4.0
 DATA = sql/fencing--0.3.0.sql sql/fencing--0.2.0--0.3.0.sql \
 	sql/fencing--0.2.0.sql sql/fencing--0.1.0.sql sql/fencing--0.1.0--0.2.0.sql

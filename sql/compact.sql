@@ -15,7 +15,8 @@ END
 $$;
 SELECT count(*) AS marks, min(token), max(token) FROM fencing.deleted_keys WHERE relid = 'jobs'::regclass;
 
--- Compacting below 151 removes the 50 marks under it and raises the floor.
+-- Compacting at 151 removes the 51 marks at or under it (a mark at the
+-- floor refuses what the floor refuses) and raises the floor.
 SELECT fencing.compact('jobs', 151) AS removed;
 SELECT count(*) AS marks, min(token) FROM fencing.deleted_keys WHERE relid = 'jobs'::regclass;
 SELECT token AS floor FROM fencing.floors WHERE relid = 'jobs'::regclass;

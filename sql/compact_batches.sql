@@ -23,7 +23,7 @@ BEGIN
 END $$;
 CREATE TRIGGER log_batch AFTER DELETE ON fencing.deleted_keys
 	FOR EACH STATEMENT EXECUTE FUNCTION log_batch();
--- Below 151, in batches of 7: the 50 marks under it go, the floor rises.
+-- At 151, in batches of 7: the 51 marks at or under it go, the floor rises.
 CALL fencing.compact_in_batches('queue', 151, 7);
 SELECT count(*) AS marks, min(token) FROM fencing.deleted_keys WHERE relid = 'queue'::regclass;
 SELECT token, compacted FROM fencing.floors WHERE relid = 'queue'::regclass;

@@ -92,6 +92,16 @@ SELECT clock_timestamp() AS started \gset
 SELECT fencing.acquire('grace:4', 'bob', '10 s', '5 s') > :t4 AS granted_at_horizon;
 SELECT clock_timestamp() - :'started' BETWEEN '250 ms' AND '3 s' AS woken_at_horizon;
 
+-- compact_resources() leaves a lease held until its horizon alone.
+SELECT fencing.acquire('gracecompact:1', 'alice', '10 s') AS t5 \gset
+UPDATE fencing.resources
+SET epoch = 1, expires_at = clock_timestamp() - interval '1 s',
+    grace_until = clock_timestamp() + interval '1 h'
+WHERE resource = 'gracecompact:1';
+SELECT fencing.compact_resources(:t5 + 1, 'gracecompact:') AS compacted;
+SELECT count(*) AS kept FROM fencing.resources WHERE resource = 'gracecompact:1';
+SELECT fencing.acquire('gracecompact:1', 'bob', '10 s') IS NULL AS still_held;
+
 -- The settings are the superuser's: 42501 for others, 22023 for bad values.
 SELECT t.error_of($$SET fencing.lease_durability = 'never'$$);
 -- (the range's wording differs between PostgreSQL versions: the SQLSTATE only)

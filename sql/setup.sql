@@ -8,6 +8,10 @@ SELECT pg_get_function_arguments('fencing.protect'::regproc);
 SELECT pg_get_function_arguments('fencing.fenced_update'::regproc);
 SELECT c.relname, c.relkind FROM pg_class c
 WHERE c.relnamespace = 'fencing'::regnamespace AND c.relkind IN ('r', 'v', 'S') ORDER BY 1;
+-- Schema fencing_monitor holds views only (what pg_monitor reads).
+SELECT c.relname, c.relkind FROM pg_class c
+WHERE c.relnamespace = 'fencing_monitor'::regnamespace ORDER BY 1;
+SELECT count(*) AS functions FROM pg_proc p WHERE p.pronamespace = 'fencing_monitor'::regnamespace;
 SELECT evtname, evtevent, evttags FROM pg_event_trigger ORDER BY 1;
 SELECT extrelocatable FROM pg_extension WHERE extname = 'fencing';
 

@@ -19,6 +19,7 @@ say() { printf '== %s\n' "$*" >&2; }
 #             test/replay, the main job, needs these two tiers only
 #   all       everything test/check runs (drivers, ORMs, Patroni and etcd,
 #             a JDK, npm, SPIN, debootstrap, clang tools, packaging)
+#   monitoring  Prometheus (promtool) and postgres_exporter: test/monitoring/run
 #   assert    regress, and what test/assert needs to fetch and build the
 #             server (test/check --assert)
 # A contributor needs only build and regress (CONTRIBUTING.md).
@@ -28,6 +29,7 @@ dependencies_of() {
 	regress) dependencies_of build; echo postgresql-15 libipc-run-perl ;;
 	harness) dependencies_of build; echo postgresql-15 libpq-dev libhiredis-dev redis-server ;;
 	client) echo python3-psycopg ;;
+	monitoring) echo prometheus prometheus-postgres-exporter curl ;;
 	assert) dependencies_of regress; echo curl bzip2 pkg-config libicu-dev debian-archive-keyring ;;
 	all)
 		dependencies_of regress
@@ -37,6 +39,7 @@ dependencies_of() {
 			clang-tidy clang-format libpostgresql-jdbc-java libspring-jdbc-java patroni \
 			etcd-server etcd-client python3-etcd nftables iproute2 util-linux patch \
 			default-jdk-headless npm spin
+		dependencies_of monitoring
 		;;
 	*) echo "test/lib.sh: unknown dependency tier $1" >&2; return 1 ;;
 	esac

@@ -232,16 +232,20 @@ COMMENT ON FUNCTION fencing._guard_key_changes(regclass, name, text) IS
 -- table's owner; the guard is made by _protect() running as the owner with
 -- SECURITY_RESTRICTED_OPERATION (src/admin/protect.cpp), then the registry records
 -- the table and its key identity (raising the floor for new keys if its
--- marks were made under another identity).
+-- marks were made under another identity), and fencing.table_options its
+-- rollout options: enforce => false reports the writes the guard would
+-- refuse instead of refusing them, max_token refuses tokens above it.
 CREATE OR REPLACE FUNCTION fencing.protect(
 	target regclass,
 	token_column name DEFAULT 'last_fencing_token',
-	mode text DEFAULT 'monotonic')
+	mode text DEFAULT 'monotonic',
+	enforce boolean DEFAULT true,
+	max_token bigint DEFAULT NULL)
 RETURNS void
-AS 'MODULE_PATHNAME', 'protect'
+AS 'MODULE_PATHNAME', 'fencing_protect'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION fencing.protect(regclass, name, text) IS
-'guards a table: every write must present a fencing token no older than the row''s (monotonic) or newer (strict)';
+COMMENT ON FUNCTION fencing.protect(regclass, name, text, boolean, bigint) IS
+'guards a table: every write must present a fencing token no older than the row''s (monotonic) or newer (strict); enforce => false reports instead of refusing';
 
 -- Whether a column's default is absent or the bigint constant 0, read from
 -- the catalog's expression tree in C.

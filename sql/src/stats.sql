@@ -24,3 +24,40 @@ AS 'MODULE_PATHNAME', 'stats_reset'
 LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION fencing.stats_reset() IS 'zeroes the counters of fencing.stats for this database';
 REVOKE ALL ON FUNCTION fencing.stats_reset() FROM PUBLIC;
+
+-- Lease counters and lease health per resource prefix (shared memory, like
+-- fencing.stats): counted when the calling transaction commits.  They name
+-- resource prefixes only; reading is for the owner and pg_read_all_stats
+-- (pg_monitor through fencing_monitor).
+CREATE OR REPLACE FUNCTION fencing._lease_stats(
+	OUT prefix text, OUT grants bigint, OUT refused_acquires bigint, OUT waits bigint,
+	OUT wait_time interval, OUT max_wait_time interval, OUT renewals bigint,
+	OUT failed_renewals bigint, OUT expired_while_held bigint, OUT releases bigint,
+	OUT failed_releases bigint, OUT stats_reset timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'fencing_lease_stats'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing._lease_stats() IS 'internal: reads the counters behind fencing.lease_stats';
+REVOKE ALL ON FUNCTION fencing._lease_stats() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing._lease_stats() TO pg_read_all_stats;
+
+CREATE OR REPLACE FUNCTION fencing._lease_health(
+	OUT prefix text, OUT renewal_gaps bigint, OUT renewal_gap_p50 interval,
+	OUT renewal_gap_p99 interval, OUT renewal_gap_max interval, OUT hold_times bigint,
+	OUT hold_time_p50 interval, OUT hold_time_p99 interval, OUT hold_time_max interval,
+	OUT late_renewals bigint, OUT expired_while_held bigint, OUT expired_then_stale bigint,
+	OUT max_overrun interval, OUT max_expired_gap interval, OUT suggested_ttl interval)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'fencing_lease_health'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing._lease_health() IS 'internal: reads the histograms behind fencing.lease_health';
+REVOKE ALL ON FUNCTION fencing._lease_health() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing._lease_health() TO pg_read_all_stats;
+
+CREATE OR REPLACE FUNCTION fencing.lease_stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'fencing_lease_stats_reset'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing.lease_stats_reset() IS
+'zeroes fencing.lease_stats and fencing.lease_health for this database';
+REVOKE ALL ON FUNCTION fencing.lease_stats_reset() FROM PUBLIC;

@@ -14,7 +14,39 @@ DROP FUNCTION fencing._lock_protected_tables();
 -- REPLACE), the unchanged ones as they were: the upgraded extension has the
 -- objects of a fresh install.
 
+-- Functions whose signature changes go (so that calls with the old
+-- arguments are not ambiguous); their grants (a DBA may have revoked one from
+-- PUBLIC) are kept here and passed to the new functions after the includes.
+CREATE TABLE fencing._old_grants (successor text, proacl aclitem[]);
+CREATE FUNCTION fencing._pass_grants() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	old record;
+	item record;
+BEGIN
+	FOR old IN SELECT * FROM fencing._old_grants g WHERE g.proacl IS NOT NULL LOOP
+		-- NULL: the defaults, as the new function has them
+		EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', old.successor);
+		FOR item IN SELECT * FROM pg_catalog.aclexplode(old.proacl) LOOP
+			EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', old.successor,
+				CASE WHEN item.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+				     ELSE item.grantee::pg_catalog.regrole::pg_catalog.text END,
+				CASE WHEN item.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+		END LOOP;
+	END LOOP;
+END
+$$;
+
+--@include sql/src/table_options.sql
+
 --@include sql/src/guard.sql
+
+-- protect() gains enforce and max_token (the library serves the old entry
+-- point until this update).
+INSERT INTO fencing._old_grants
+SELECT 'fencing.protect(regclass, name, text, boolean, bigint)', p.proacl FROM pg_catalog.pg_proc p
+WHERE p.oid OPERATOR(pg_catalog.=) 'fencing.protect(regclass, name, text)'::pg_catalog.regprocedure;
+DROP FUNCTION fencing.protect(regclass, name, text);
 
 --@include sql/src/protect.sql
 
@@ -22,11 +54,9 @@ DROP FUNCTION fencing._lock_protected_tables();
 
 --@include sql/src/ddl.sql
 
--- acquire() gains wait (DEFAULT NULL): the three-argument function goes, so
--- that calls with three arguments are not ambiguous, and its grants (a DBA
--- may have revoked it from PUBLIC) pass to the new one after the include.
-CREATE TABLE fencing._acquire_grants AS
-SELECT p.proacl FROM pg_catalog.pg_proc p
+-- acquire() gains wait (DEFAULT NULL).
+INSERT INTO fencing._old_grants
+SELECT 'fencing.acquire(text, text, interval, interval)', p.proacl FROM pg_catalog.pg_proc p
 WHERE p.oid OPERATOR(pg_catalog.=) 'fencing.acquire(text, text, interval)'::pg_catalog.regprocedure;
 DROP FUNCTION fencing.acquire(text, text, interval);
 
@@ -41,30 +71,20 @@ COMMENT ON COLUMN fencing.resources.epoch IS
 
 --@include sql/src/leases.sql
 
-DO $$
-DECLARE
-	acl aclitem[] := (SELECT g.proacl FROM fencing._acquire_grants g);
-	item record;
-BEGIN
-	IF acl IS NULL THEN
-		RETURN;  -- the defaults, as the new function has them
-	END IF;
-	REVOKE ALL ON FUNCTION fencing.acquire(text, text, interval, interval) FROM PUBLIC;
-	FOR item IN SELECT * FROM pg_catalog.aclexplode(acl) LOOP
-		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION fencing.acquire(text, text, interval, interval) TO %s%s',
-			CASE WHEN item.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-			     ELSE item.grantee::pg_catalog.regrole::pg_catalog.text END,
-			CASE WHEN item.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-	END LOOP;
-END
-$$;
-DROP TABLE fencing._acquire_grants;
-
 --@include sql/src/stats.sql
+
+--@include sql/src/rollout.sql
 
 --@include sql/src/compact.sql
 
 --@include sql/src/views.sql
+
+-- New in 0.4.0: schema fencing_monitor, what pg_monitor reads.
+--@include sql/src/monitor.sql
+
+SELECT fencing._pass_grants();
+DROP FUNCTION fencing._pass_grants();
+DROP TABLE fencing._old_grants;
 
 -- Event triggers whose WHEN changed (event triggers cannot be altered, only
 -- dropped and created again; sql/src/event_triggers.sql has them as a fresh

@@ -10,6 +10,7 @@
 #include "base/compat.hpp"
 #include "catalog/relation.hpp"
 #include "state/registry.hpp"
+#include "state/table_options.hpp"
 
 extern "C" {
 #include "access/relation.h"
@@ -17,21 +18,32 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 }
 
 using namespace fencing;
 
 /*
- * fencing.protect(target, token_column, mode): for the table's owner.  The
- * guard is installed by fencing._protect() running as the owner with
- * SECURITY_RESTRICTED_OPERATION (also when a superuser calls), then the
- * registry records the table and its key identity.
+ * protect(target, token_column, mode[, enforce, max_token]): for the table's
+ * owner.  The guard is installed by fencing._protect() running as the owner
+ * with SECURITY_RESTRICTED_OPERATION (also when a superuser calls), then the
+ * registry records the table and its key identity, and the table of options
+ * (0.4.0's objects) its rollout options.
  */
-FENCING_FUNCTION(protect)
+static void protect_table(FunctionCallInfo fcinfo, bool with_options)
 {
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-		                errmsg("fencing.protect() arguments must not be null")));
+	int arguments = with_options ? 4 : 3;
+	for (int i = 0; i < arguments; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+			                errmsg("fencing.protect() arguments must not be null"),
+			                errhint("Only max_token may be null (no ceiling).")));
+	bool enforce = with_options ? PG_GETARG_BOOL(3) : true;
+	int64 max_token = with_options && !PG_ARGISNULL(4) ? PG_GETARG_INT64(4) : 0;
+	if (with_options && !PG_ARGISNULL(4) && max_token <= 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+		                errmsg("max_token must be positive, got " INT64_FORMAT, max_token),
+		                errhint("Pass a positive bigint, or NULL for no ceiling.")));
 	/* One protect() or unprotect() of a table at a time: they drop and remake its triggers. */
 	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, true);
 	Oid relid = RelationGetRelid(rel);
@@ -68,6 +80,66 @@ FENCING_FUNCTION(protect)
 	rel = relation_open(relid, AccessShareLock);
 	(void)record_registration(rel, column, mode, true);
 	relation_close(rel, NoLock);
+	if (with_options)
+		record_options(relid, enforce, max_token);
+}
+
+/* 0.3.0's fencing.protect(target, token_column, mode), until ALTER EXTENSION UPDATE. */
+FENCING_FUNCTION(protect)
+{
+	protect_table(fcinfo, false);
+	PG_RETURN_VOID();
+}
+
+/* fencing.protect(target, token_column, mode, enforce, max_token). */
+FENCING_FUNCTION(fencing_protect)
+{
+	protect_table(fcinfo, true);
+	PG_RETURN_VOID();
+}
+
+/*
+ * fencing.set_maintainer(target, role): for the table's owner.  The role
+ * (NULL: none) may then make maintenance writes to the table; the
+ * extension creates no role.
+ */
+FENCING_FUNCTION(fencing_set_maintainer)
+{
+	Relation rel = open_target(fcinfo, AccessShareLock, true);
+	Oid relid = RelationGetRelid(rel);
+	require_owner(rel);
+	const char *name = pstrdup(RelationGetRelationName(rel));
+	relation_close(rel, NoLock);
+	Oid role = PG_ARGISNULL(1) ? InvalidOid : PG_GETARG_OID(1);
+	if (OidIsValid(role) && !SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+		                errmsg("role with OID %u does not exist", role)));
+	if (!record_maintainer(relid, role))
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("relation \"%s\" is not protected", name),
+		                errhint("Run fencing.protect() on it first.")));
+	PG_RETURN_VOID();
+}
+
+/*
+ * fencing.set_enforce(target, enforce): for the table's owner.  No lock on
+ * the table: writers see the change from their next transaction (the
+ * relcache invalidation it sends at commit).
+ */
+FENCING_FUNCTION(fencing_set_enforce)
+{
+	if (PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+		                errmsg("fencing.set_enforce() arguments must not be null")));
+	Relation rel = open_target(fcinfo, AccessShareLock, true);
+	Oid relid = RelationGetRelid(rel);
+	require_owner(rel);
+	const char *name = pstrdup(RelationGetRelationName(rel));
+	relation_close(rel, NoLock);
+	if (!record_enforce(relid, PG_GETARG_BOOL(1)))
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("relation \"%s\" is not protected", name),
+		                errhint("Run fencing.protect() on it first.")));
 	PG_RETURN_VOID();
 }
 
@@ -82,6 +154,7 @@ FENCING_FUNCTION(unprotect)
 	Datum values[1] = {ObjectIdGetDatum(relid)};
 	run_as_table_owner(relid, "SELECT fencing._unprotect($1)", 1, types, values);
 	(void)record_unprotected(relid);
+	forget_options(relid);
 	PG_RETURN_VOID();
 }
 

@@ -298,7 +298,7 @@ int64 citus_remove_marks(int64 id, int64 below)
 	Datum values[1] = {Int64GetDatum(below)};
 	return run_on_marks(marks,
 	                    psprintf("DELETE FROM fencing_citus.marks_" INT64_FORMAT
-	                             " WHERE token OPERATOR(pg_catalog.<) $1",
+	                             " WHERE token OPERATOR(pg_catalog.<=) $1",
 	                             id),
 	                    1, types, values, InvalidSnapshot, false, [&](int rc) {
 		                    expect_result(rc, SPI_OK_DELETE, "removing marks");

@@ -22,6 +22,8 @@
 #include "entry/settings.hpp"
 #include "guard/merge_check.hpp"
 #include "leases/lease_queue.hpp"
+#include "reporting/rollout.hpp"
+#include "reporting/lease_stats.hpp"
 #include "reporting/stats.hpp"
 #include "state/lease_grace.hpp"
 #include "state/token_issue.hpp"
@@ -60,7 +62,9 @@ object_access_hook_type previous_object_access = nullptr;
  *  1. Citus: the workers get fencing.token before the statement runs, and a
  *     statement that writes is noted (citus/token_relay);
  *  2. the MERGE check (guard/merge_check), before anything is written;
- *  3. the previous hook, or PostgreSQL's.
+ *  3. the previous hook, or PostgreSQL's;
+ *  4. the report-only guards' LOG line counts the executors running
+ *     (reporting/rollout).
  */
 void executor_start(QueryDesc *query, int eflags)
 {
@@ -70,6 +74,7 @@ void executor_start(QueryDesc *query, int eflags)
 		previous_executor_start(query, eflags);
 	else
 		standard_ExecutorStart(query, eflags);
+	fencing::rollout_executor_start();
 }
 
 /*
@@ -113,7 +118,9 @@ void executor_finish(QueryDesc *query)
 /*
  * ExecutorEnd:
  *  1. Citus forgets a statement that ended without finishing;
- *  2. the previous hook, or PostgreSQL's.
+ *  2. the previous hook, or PostgreSQL's;
+ *  3. the outermost executor's end: the LOG line of the statement's writes
+ *     a report-only guard accepted (reporting/rollout).
  */
 void executor_end(QueryDesc *query)
 {
@@ -122,6 +129,7 @@ void executor_end(QueryDesc *query)
 		previous_executor_end(query);
 	else
 		standard_ExecutorEnd(query);
+	fencing::rollout_executor_end();
 }
 
 /*
@@ -131,7 +139,10 @@ void executor_end(QueryDesc *query)
  *     tables too (the statement may be replaced by a copy);
  *  3. the previous hook, or PostgreSQL's;
  *  4. statistics (preloaded only): COMMIT and ROLLBACK PREPARED settle the
- *     prepared transaction's counts once they succeeded.
+ *     prepared transaction's counts once they succeeded;
+ *  5. the report-only guards' LOG line counts a utility statement as an
+ *     executor: the outermost one's end flushes it (COPY FROM, a DO block;
+ *     reporting/rollout).
  */
 void process_utility(PlannedStmt *statement, const char *text, bool read_only,
                      ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *env,
@@ -141,6 +152,7 @@ void process_utility(PlannedStmt *statement, const char *text, bool read_only,
 	if (preloaded)
 		seen = fencing::stats_before_utility(statement);
 	statement = fencing::citus_before_utility(statement);
+	fencing::rollout_executor_start();
 	if (previous_process_utility != nullptr)
 		previous_process_utility(statement, text, read_only, context, params, env, dest,
 		                         completion);
@@ -148,12 +160,15 @@ void process_utility(PlannedStmt *statement, const char *text, bool read_only,
 		standard_ProcessUtility(statement, text, read_only, context, params, env, dest, completion);
 	if (preloaded)
 		fencing::stats_after_utility(seen);
+	fencing::rollout_executor_end();
 }
 
 /*
  * shmem_request (preloaded only): the previous hook; the token windows
- * (state/token_issue); the lease epoch's start (state/lease_grace); the statistics
- * (reporting/stats); the queue of waiting acquire() calls (leases/lease_queue).
+ * (state/token_issue); the lease epoch's start (state/lease_grace); the
+ * statistics (reporting/stats); the lease counters (reporting/lease_stats);
+ * the rollout report (reporting/rollout); the queue of waiting acquire()
+ * calls (leases/lease_queue).
  */
 void shmem_request()
 {
@@ -162,6 +177,8 @@ void shmem_request()
 	fencing::token_issue_request_shmem();
 	fencing::lease_grace_request_shmem();
 	fencing::stats_request_shmem();
+	fencing::rollout_request_shmem();
+	fencing::lease_stats_request_shmem();
 	fencing::lease_queue_request_shmem();
 }
 
@@ -173,6 +190,8 @@ void shmem_startup()
 	fencing::token_issue_startup_shmem();
 	fencing::lease_grace_startup_shmem();
 	fencing::stats_startup_shmem();
+	fencing::rollout_startup_shmem();
+	fencing::lease_stats_startup_shmem();
 	fencing::lease_queue_startup_shmem();
 }
 
@@ -190,19 +209,27 @@ void object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub
 /*
  * The end of a transaction (every event goes to each; each picks its own):
  *  1. the DDL follower forgets the partitions dropped (admin/ddl);
- *  2. statistics (preloaded only): accepted writes reach shared memory;
+ *  2. statistics (preloaded only): accepted writes reach shared memory,
+ *     and the lease calls the lease counters (reporting/lease_stats);
  *  3. Citus forgets the token the workers got (citus/token_relay);
  *  4. the lease queue (preloaded only): at commit, the first waiter of a
  *     resource this transaction released is woken, and a grant's place in
  *     line goes (leases/lease_queue);
  *  5. fencing.token: the warning about an unused session value
  *     (state/token_setting), last, once nothing else can fail.
+ * Before them, at commit and abort: the LOG line of writes a report-only
+ * guard accepted that no statement's end flushed (a failed statement, a
+ * subtransaction's abort; reporting/rollout).
  */
 void end_of_transaction(XactEvent event, void *)
 {
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT)
+		fencing::rollout_flush_log();
 	fencing::ddl_end_of_transaction(event);
 	if (preloaded)
 		fencing::stats_end_of_transaction(event);
+	if (preloaded)
+		fencing::lease_stats_end_of_transaction(event);
 	fencing::citus_end_of_transaction(event);
 	if (preloaded)
 		fencing::lease_queue_end_of_transaction(event);
@@ -211,7 +238,8 @@ void end_of_transaction(XactEvent event, void *)
 
 /*
  * The start or end of a subtransaction:
- *  1. statistics (preloaded only): the counts saved for it are kept or dropped;
+ *  1. statistics (preloaded only): the counts saved for it are kept or
+ *     dropped, the lease calls made in it too (reporting/lease_stats);
  *  2. Citus: the workers' token is unknown again;
  *  3. the lease queue (preloaded only): a grant's place goes with its
  *     rolled-back subtransaction, or passes to the parent.
@@ -221,6 +249,8 @@ void end_of_subtransaction(SubXactEvent event, SubTransactionId subid, SubTransa
 {
 	if (preloaded)
 		fencing::stats_end_of_subtransaction(event);
+	if (preloaded)
+		fencing::lease_stats_end_of_subtransaction(event);
 	fencing::citus_end_of_subtransaction(event);
 	if (preloaded)
 		fencing::lease_queue_end_of_subtransaction(event, subid, parent);

@@ -7,6 +7,8 @@
  */
 #include "entry/settings.hpp"
 #include "base/late_load.hpp"
+#include "reporting/rollout.hpp"
+#include "state/maintenance_setting.hpp"
 #include "reporting/stats.hpp"
 #include "state/lease_grace.hpp"
 #include "state/token_issue.hpp"
@@ -32,6 +34,19 @@ void define_token_setting()
 	    "<token>, or set_config('fencing.token', <token>, true).",
 	    &token_setting_text, "", PGC_USERSET, 0, check_token, assign_token, nullptr);
 	token_setting_defined();
+}
+
+/* fencing.maintenance: see state/maintenance_setting.cpp. */
+void define_maintenance_setting()
+{
+	DefineCustomBoolVariable(
+	    "fencing.maintenance",
+	    "Asks for maintenance writes: the owner or maintainer of a protected table writes "
+	    "without a token.",
+	    "Applies only to the transaction in which it is set: SET LOCAL fencing.maintenance = on.",
+	    &maintenance_setting_value, false, PGC_USERSET, 0, check_maintenance, assign_maintenance,
+	    nullptr);
+	maintenance_setting_defined();
 }
 
 /* The lease manager's: see state/token_issue.cpp. */
@@ -104,6 +119,11 @@ void define_stats_settings()
 	DefineCustomIntVariable(
 	    "fencing.stats_max", "Relations and resources fencing.stats keeps counters for.", nullptr,
 	    &stats_max, 1000, 100, 1000000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+	DefineCustomIntVariable(
+	    "fencing.rollout_report_max", "Groups of would-be refusals fencing.rollout_report keeps.",
+	    "A group is a protected table, role, application_name and reason; "
+	    "when all are taken, new groups count in an overflow row.",
+	    &rollout_report_max, 1000, 100, 1000000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 }
 
 } // namespace
@@ -111,6 +131,7 @@ void define_stats_settings()
 void define_settings()
 {
 	define_token_setting();
+	define_maintenance_setting();
 	define_token_issue_settings();
 	define_lease_grace_settings();
 	define_stats_settings();

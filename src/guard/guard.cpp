@@ -25,7 +25,11 @@
 #include "state/mark_store.hpp"
 #include "state/registry.hpp"
 #include "state/token_setting.hpp"
+#include "guard/maintenance.hpp"
+#include "reporting/rollout.hpp"
+#include "state/maintenance_setting.hpp"
 #include "reporting/stats.hpp"
+#include "state/table_options.hpp"
 #include "state/table_settings.hpp"
 
 extern "C" {
@@ -73,6 +77,7 @@ struct Lend {
 	TableInfo *owner;
 	MemoryContextCallback forget; /* clears owner->lend when the row's memory goes */
 	bool from_insert;             /* the proposed row of an INSERT, or an UPDATE */
+	bool reported; /* report-only or maintenance: an UPDATE's that kept the stored token */
 	int64 token;
 	ItemPointerData row;       /* UPDATE: the row version being updated */
 	Datum key[INDEX_MAX_KEYS]; /* INSERT: the proposed key, copied into per-tuple memory */
@@ -84,6 +89,7 @@ FENCING_PLAIN_DATA(Lend);
 struct TableInfo {
 	Oid trigger_oid;
 	TableSettings fence;
+	TableOptions options; /* report-only, max_token */
 	KeyColumns key;
 	MarkStore marks;         /* where marks of this relation's keys live, and its floor */
 	PendingCount *counter;   /* its accepted writes, for fencing.stats */
@@ -105,6 +111,7 @@ Lend *lend_next(TableInfo *info, bool from_insert, int64 token)
 	auto *lend = static_cast<Lend *>(palloc(sizeof(Lend)));
 	lend->owner = info;
 	lend->from_insert = from_insert;
+	lend->reported = false;
 	lend->token = token;
 	lend->forget.func = forget_lend;
 	lend->forget.arg = lend;
@@ -224,6 +231,7 @@ TableInfo *table_info(FunctionCallInfo fcinfo, TriggerData *trigger)
 		    MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(TableInfo)));
 		info->trigger_oid = trigger->tg_trigger->tgoid;
 		info->fence = fence;
+		info->options = options_of(trigger->tg_relation);
 		info->key = key;
 		info->counter = relation_counter(trigger->tg_relation);
 		info->key_changes_unseen = key_changes_unseen(trigger);
@@ -265,23 +273,47 @@ int64 shown(Relation rel, AttrNumber token_attnum, int64 stored)
 	return may_read(rel, 1, &token_attnum) ? stored : hidden_token;
 }
 
-/* The token from fencing.token, or 23T02. */
-int64 token_from_setting(const Write &w, HeapTuple row, const char *operation, int64 stored)
+/*
+ * The token from fencing.token, or 23T02.  Without one, a maintenance write
+ * (guard/maintenance.hpp) goes on, and a report-only guard reports the
+ * write; both return false (the write keeps the stored token), counted as
+ * accepted.
+ */
+bool token_from_setting(const Write &w, HeapTuple row, const char *operation, int64 stored,
+                        int64 *token)
 {
-	int64 token;
-	if (!session_token(&token))
+	if (session_token(token))
+		return true;
+	count_accepted(w.info->counter);
+	if (maintenance_requested() &&
+	    maintenance_write(w.rel, w.info->options, w.fence->mode, describe_row(w.rel, row),
+	                      shown(w.rel, w.fence->token_attnum, stored)))
+		return false;
+	if (w.info->options.enforce)
 		report_missing(w.rel, w.fence->token_attnum, describe_row(w.rel, row), operation,
 		               shown(w.rel, w.fence->token_attnum, stored));
-	return token;
+	note_reported(w.rel, w.info->options.relid, Unfenced::missing, describe_row(w.rel, row),
+	              w.fence->mode, 0, shown(w.rel, w.fence->token_attnum, stored));
+	return false;
 }
 
-/* Refuses `presented` unless the table's mode accepts it over `stored`; counts it if accepted. */
-void check(const Write &w, HeapTuple row, int64 presented, int64 stored)
+/*
+ * Refuses `presented` unless the table's mode accepts it over `stored` (and
+ * its max_token); counts it if accepted.  A report-only guard reports a
+ * stale token instead and returns false: the write keeps the stored token.
+ */
+bool check(const Write &w, HeapTuple row, int64 presented, int64 stored)
 {
-	if (!token_accepts(w.fence->mode, stored, presented))
+	check_ceiling(w.rel, w.info->options, presented);
+	bool accepted = token_accepts(w.fence->mode, stored, presented);
+	if (!accepted && w.info->options.enforce)
 		report_stale(w.rel, w.fence->token_attnum, describe_row(w.rel, row), w.fence->mode,
 		             presented, shown(w.rel, w.fence->token_attnum, stored));
+	if (!accepted)
+		note_reported(w.rel, w.info->options.relid, Unfenced::stale, describe_row(w.rel, row),
+		              w.fence->mode, presented, shown(w.rel, w.fence->token_attnum, stored));
 	count_accepted(w.info->counter);
+	return accepted;
 }
 
 /*
@@ -379,15 +411,45 @@ int64 assigned_token(const Write &w, HeapTuple old_row, HeapTuple new_row, int64
 	                  shown(w.rel, column, stored_token(w.rel, old_row, column)));
 }
 
+/*
+ * A report-only guard's INSERT, or a maintenance write's: the token the row
+ * gets.  A row without a token (reported or maintained already), or with one
+ * that its key's mark or the table's floor would refuse (reported here),
+ * takes that mark: no key's token goes down.  The AFTER trigger then takes
+ * it as it is, and looks only for a DELETE that raced it.
+ */
+int64 reported_insert(const Write &w, HeapTuple row, bool carries, int64 presented)
+{
+	int64 mark = 0;
+	KeyHash key = row_key_identity(w.rel, w.info->key, row);
+	(void)high_water(w, key, &mark);
+	int64 follow = bar(w, mark);
+	if (carries && token_accepts(w.fence->mode, follow, presented))
+		return presented;
+	if (carries)
+		note_reported(w.rel, w.info->options.relid, Unfenced::stale, describe_row(w.rel, row),
+		              w.fence->mode, presented, shown(w.rel, w.fence->token_attnum, follow));
+	note_kept_insert(RelationGetRelid(w.rel), key, follow);
+	return follow;
+}
+
 Datum guard_insert(const Write &w)
 {
 	HeapTuple row = w.trigger->tg_trigtuple;
 	bool isnull;
 	Datum value = heap_getattr(row, w.fence->token_attnum, RelationGetDescr(w.rel), &isnull);
 	bool explicit_token = !isnull && DatumGetInt64(value) != 0;
-	int64 presented = explicit_token ? require_token(value, false, "fencing token")
-	                                 : token_from_setting(w, row, "INSERT", 0);
-	count_accepted(w.info->counter);
+	int64 presented = 0;
+	bool carries = explicit_token ? (presented = require_token(value, false, "fencing token"), true)
+	                              : token_from_setting(w, row, "INSERT", 0, &presented);
+	if (carries) {
+		check_ceiling(w.rel, w.info->options, presented);
+		count_accepted(w.info->counter);
+	}
+	int64 kept = carries && w.info->options.enforce ? presented
+	                                                : reported_insert(w, row, carries, presented);
+	if (kept != presented || !carries)
+		return PointerGetDatum(with_token(w, row, kept));
 	/* For ON CONFLICT DO UPDATE: the key this row proposes, should it conflict. */
 	Lend *lend = lend_next(w.info, true, presented);
 	TupleDesc desc = RelationGetDescr(w.rel);
@@ -418,19 +480,24 @@ Datum guard_update(const Write &w, const Lend *taken)
 	bool assigned = bms_is_member(w.fence->token_attnum - FirstLowInvalidHeapAttributeNumber,
 	                              w.trigger->tg_updatedcols);
 	int64 presented;
+	bool valid = true;
 	if (assigned) {
 		presented = assigned_token(w, old_row, new_row, stored);
 	} else if (!session_token(&presented)) {
 		if (taken != nullptr && taken->from_insert && proposed_key(w, *taken, old_row))
 			presented = taken->token;
 		else
-			presented = token_from_setting(w, old_row, "UPDATE", stored);
+			valid = token_from_setting(w, old_row, "UPDATE", stored, &presented);
 	}
-	check(w, old_row, presented, stored);
+	/* Report-only or maintenance: a write enforcement would refuse keeps the stored token. */
+	bool kept = !valid || !check(w, old_row, presented, stored);
+	if (kept)
+		presented = stored;
 	/* Should the row move to another partition, its DELETE half presents this token. */
 	if (w.rel->rd_rel->relispartition) {
 		Lend *lend = lend_next(w.info, false, presented);
 		lend->row = old_row->t_self;
+		lend->reported = kept;
 	}
 	/* An assigned token column keeps its value unless fencing.token overrode a write-back. */
 	bool isnull;
@@ -444,12 +511,17 @@ Datum guard_delete(const Write &w, const Lend *taken)
 	HeapTuple row = w.trigger->tg_trigtuple;
 	int64 stored = bar(w, stored_token(w.rel, row, w.fence->token_attnum));
 	int64 presented;
+	bool valid = true;
 	if (taken != nullptr && !taken->from_insert &&
 	    ItemPointerEquals(const_cast<ItemPointer>(&taken->row), &row->t_self))
 		presented = taken->token;
 	else
-		presented = token_from_setting(w, row, "DELETE", stored);
-	check(w, row, presented, stored);
+		valid = token_from_setting(w, row, "DELETE", stored, &presented);
+	/* Report-only or maintenance: the mark keeps the stored token (so did a moved row's UPDATE
+	 * half). */
+	if (!valid || (taken != nullptr && taken->reported && presented == stored) ||
+	    !check(w, row, presented, stored))
+		presented = stored;
 	mark_deleted(w, row, row_key_identity(w.rel, w.info->key, row), presented);
 	return PointerGetDatum(row);
 }
@@ -471,9 +543,15 @@ Datum guard_new_key(const Write &w)
 		mark_deleted(w, w.trigger->tg_trigtuple, old_key, presented);
 	}
 	int64 mark;
-	if (high_water(w, key, &mark) && !token_accepts(w.fence->mode, mark, presented))
-		report_stale(w.rel, w.fence->token_attnum, describe_row(w.rel, row), w.fence->mode,
-		             presented, shown(w.rel, w.fence->token_attnum, mark));
+	/* A row that kept its key's mark (reported_insert()) is refused only by a racing DELETE. */
+	if (high_water(w, key, &mark) && !token_accepts(w.fence->mode, mark, presented) &&
+	    !take_kept_insert(RelationGetRelid(w.rel), key, presented)) {
+		if (w.info->options.enforce)
+			report_stale(w.rel, w.fence->token_attnum, describe_row(w.rel, row), w.fence->mode,
+			             presented, shown(w.rel, w.fence->token_attnum, mark));
+		note_reported(w.rel, w.info->options.relid, Unfenced::stale, describe_row(w.rel, row),
+		              w.fence->mode, presented, shown(w.rel, w.fence->token_attnum, mark));
+	}
 	return PointerGetDatum(nullptr);
 }
 
@@ -506,15 +584,30 @@ Datum guard_truncate(TriggerData *trigger)
 	 * them through Citus.
 	 */
 	MarkStore marks = open_mark_store(rel, fence, CurrentMemoryContext);
-	if (!session_token(&presented))
+	TableOptions options = options_of(rel);
+	bool valid = session_token(&presented);
+	int64 stored = marks.kind->truncate_bar(&marks, fence.token_attnum);
+	bool maintained = !valid && maintenance_requested() &&
+	                  maintenance_write(rel, options, fence.mode, all_rows,
+	                                    shown(rel, fence.token_attnum, stored));
+	if (!valid && !maintained && options.enforce)
 		report_missing(
 		    rel, fence.token_attnum, all_rows, "TRUNCATE",
 		    shown(rel, fence.token_attnum, marks.kind->truncate_shown(&marks, fence.token_attnum)));
-	int64 stored = marks.kind->truncate_bar(&marks, fence.token_attnum);
-	if (!token_accepts(fence.mode, stored, presented))
+	if (valid)
+		check_ceiling(rel, options, presented);
+	bool accepted = valid && token_accepts(fence.mode, stored, presented);
+	if (!accepted && !maintained && options.enforce)
 		report_stale(rel, fence.token_attnum, all_rows, fence.mode, presented,
 		             shown(rel, fence.token_attnum, stored));
-	marks.kind->raise_truncate_floor(&marks, presented);
+	/* Report-only or maintenance: the floor keeps the highest stored token. */
+	if (!accepted && !maintained)
+		note_reported(rel, options.relid, valid ? Unfenced::stale : Unfenced::missing, all_rows,
+		              fence.mode, presented, shown(rel, fence.token_attnum, stored));
+	if (!accepted)
+		presented = stored;
+	if (presented > 0)
+		marks.kind->raise_truncate_floor(&marks, presented);
 	count_accepted(relation_counter(rel));
 	return PointerGetDatum(nullptr);
 }

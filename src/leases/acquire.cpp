@@ -20,6 +20,7 @@
 #include "reporting/errors.hpp"
 #include "leases/lease_queue.hpp"
 #include "leases/leases.hpp"
+#include "reporting/lease_stats.hpp"
 #include "base/spi.hpp"
 
 extern "C" {
@@ -355,9 +356,11 @@ FENCING_FUNCTION(acquire)
 		/* A try does not pass those who wait. */
 		if (queue_available() && anyone_queued(key)) {
 			(void)refused_as_own(resource, holder);
+			count_acquire(resource, 0, ttl, false, start);
 			PG_RETURN_NULL();
 		}
 		int64 token = grant_if_free(resource, holder, ttl);
+		count_acquire(resource, token, ttl, false, start);
 		if (token != 0)
 			PG_RETURN_INT64(token);
 		(void)refused_as_own(resource, holder);
@@ -368,13 +371,16 @@ FENCING_FUNCTION(acquire)
 	/* Refused now (25006), not after a wait that could never end in a grant. */
 	PreventCommandIfReadOnly("fencing.acquire() with wait");
 	PreventCommandDuringRecovery("fencing.acquire() with wait");
-	if (refused_as_own(resource, holder))
+	if (refused_as_own(resource, holder)) {
+		count_acquire(resource, 0, ttl, true, start);
 		PG_RETURN_NULL();
+	}
 	TimestampTz lock_deadline = LockTimeout > 0 ? start + int64{LockTimeout} * 1000 : 0;
 	QueuePlace place;
 	int64 token = queue_available() && join_queue(key, &place)
 	                  ? wait_in_queue(resource, holder, ttl, deadline, lock_deadline, &place)
 	                  : wait_polling(resource, holder, ttl, deadline, lock_deadline);
+	count_acquire(resource, token, ttl, true, start);
 	if (token == 0)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(token);

@@ -10,6 +10,7 @@
 #include "leases/lease_queue.hpp"
 #include "leases/leases.hpp"
 #include "leases/resources.hpp"
+#include "reporting/lease_stats.hpp"
 #include "base/spi.hpp"
 #include "base/token_compare.hpp"
 #include "state/lease_grace.hpp"
@@ -270,6 +271,7 @@ FENCING_FUNCTION(renew)
 		allow_commit_without_flush();
 	else
 		require_durable_commit();
+	count_renewal(resource, token, ttl, renewal.held);
 	PG_RETURN_BOOL(renewal.held);
 }
 
@@ -297,6 +299,7 @@ FENCING_FUNCTION(release)
 		allow_commit_without_flush();
 	else
 		require_durable_commit();
+	count_release(resource, token, held);
 	if (held)
 		wake_queue_at_commit(resource);
 	PG_RETURN_BOOL(held);

@@ -8,6 +8,7 @@
 #include "base/token_compare.hpp"
 #include "legacy/leases_0_3_0.hpp"
 #include "state/lease_grace.hpp"
+#include "reporting/lease_stats.hpp"
 #include "state/token_issue.hpp"
 
 extern "C" {
@@ -149,6 +150,8 @@ FENCING_FUNCTION(renew_all)
 				columns[c] = result_value(row, c + 1, &nulls[c]);
 			if (!nulls[4] && DatumGetBool(columns[4]))
 				any_advanced = true;
+			count_renewal(TextDatumGetCString(columns[0]), DatumGetInt64(columns[1]), ttl,
+			              DatumGetBool(columns[2]));
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, columns, nulls);
 		}
 		return any_advanced;

@@ -3,6 +3,7 @@
  */
 #include "reporting/rejections.hpp"
 #include "catalog/citus_names.hpp"
+#include "reporting/lease_stats.hpp"
 #include "reporting/stats.hpp"
 #include "state/token_setting.hpp"
 
@@ -29,6 +30,7 @@ void report_stale(Relation rel, AttrNumber token_attnum, const char *key, Mode m
 void report_stale_resource(const char *resource, int64 presented, int64 stored)
 {
 	note_rejection(nullptr, resource, Rejection::stale, nullptr, presented, stored);
+	count_stale_lease_token(resource, presented);
 	raise_stale_resource(resource, presented, stored);
 }
 

@@ -3,6 +3,7 @@
  */
 #include "state/registry.hpp"
 #include "base/compat.hpp"
+#include "base/relid_cache.hpp"
 #include "legacy/registry_0_2_0.hpp"
 #include "base/spi.hpp"
 #include "catalog/relation.hpp"
@@ -49,20 +50,6 @@ struct CacheEntry {
 };
 FENCING_PLAIN_DATA(CacheEntry);
 HTAB *cache = nullptr;
-
-void forget(Datum, Oid relid)
-{
-	if (cache == nullptr)
-		return;
-	if (OidIsValid(relid)) {
-		(void)hash_search(cache, &relid, HASH_REMOVE, nullptr);
-		return;
-	}
-	HASH_SEQ_STATUS scan;
-	hash_seq_init(&scan, cache);
-	while (auto *entry = static_cast<CacheEntry *>(hash_seq_search(&scan)))
-		(void)hash_search(cache, &entry->relid, HASH_REMOVE, nullptr);
-}
 
 /* Reads the registry row of `relid` (latest committed state, and this transaction's). */
 bool read_registration(Oid relid, Registration *registration)
@@ -111,13 +98,7 @@ bool same_array(Datum a, bool a_null, Datum b, bool b_null)
 
 bool registration_of(Oid relid, Registration *registration)
 {
-	if (cache == nullptr) {
-		HASHCTL control{};
-		control.keysize = sizeof(Oid);
-		control.entrysize = sizeof(CacheEntry);
-		cache = hash_create("fencing registry", 64, &control, HASH_ELEM | HASH_BLOBS);
-		CacheRegisterRelcacheCallback(forget, 0);
-	}
+	(void)relid_cache(&cache, "fencing registry", sizeof(CacheEntry));
 	bool found;
 	auto *entry = static_cast<CacheEntry *>(hash_search(cache, &relid, HASH_FIND, &found));
 	if (found && entry->from_triggers == settings_in_triggers_0_2_0()) {

@@ -6,6 +6,13 @@
 -- unprotect() and compaction work.  State, not the list of objects
 -- (test/upgrade/objects.sql compares those with a fresh install).
 \set VERBOSITY terse
+-- Until the update, the new library serves 0.3.0's protect(target, column, mode).
+CREATE TABLE pre_update (id int PRIMARY KEY, v text);
+SELECT fencing.protect('pre_update', 'last_fencing_token', 'monotonic');
+INSERT INTO pre_update VALUES (1, 'x', 5);
+INSERT INTO pre_update VALUES (2, 'x');
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE pre_update;
 -- Until the update, the new library serves 0.3.0's objects: their leases
 -- have no durable horizon, and every change is flushed as 0.3.0 did.  (The
 -- grants move the token bound and the high-water mark, which the checks
@@ -248,6 +255,10 @@ INSERT INTO fresh VALUES (1, 5);
 -- Leases, fences, resource floors.  Tokens go on from 0.3.0's: above every
 -- old one, in the generation recorded for this timeline, no new timeline.
 SELECT resource, holder, live FROM fencing.leases ORDER BY resource;
+-- fencing.leases gained state (at the end): each lease 0.3.0 left is held,
+-- released or expired.
+SELECT resource, live, state FROM fencing.leases ORDER BY resource;
+SELECT attname FROM pg_attribute WHERE attrelid = 'fencing.leases'::regclass AND attnum > 0 ORDER BY attnum;
 SELECT fencing.renew('order:1', 'worker-a', value, '1 hour') AS still_held FROM facts WHERE name = 'live';
 SELECT fencing.renew('order:2', 'worker-b', value, '1 hour') AS renewed_released FROM facts WHERE name = 'released';
 SELECT fencing.acquire('order:1', 'worker-c', '1 hour') IS NULL AS still_busy;
@@ -283,6 +294,43 @@ SELECT fencing.token_at(now()) >> 42 = :newer >> 42 AS token_at_same_generation,
 SELECT fencing.compact_resources(value + 2, 'old:') AS compacted_resources FROM facts WHERE name = 'old';
 SELECT fencing.high_water_mark() >= :newer AS high_water_mark_follows;
 SELECT fencing.high_water_mark() >= value AS high_water_mark_not_lower FROM facts WHERE name = 'high_water_mark';
+
+-- New in 0.4.0: lease counters (empty without shared_preload_libraries, as
+-- here), and schema fencing_monitor, which pg_monitor reads without the
+-- right to take a lease.
+SELECT count(*) AS lease_stats_rows FROM fencing.lease_stats;
+SET ROLE pg_monitor;
+SELECT resource, state FROM fencing_monitor.leases ORDER BY resource;
+SELECT marks > 0 AS marks_counted FROM fencing_monitor.marks;
+SELECT generation IS NOT NULL AS generation_known FROM fencing_monitor.tokens;
+SELECT fencing.acquire('order:9', 'monitor', '1 hour');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- protect() gained enforce and max_token; its grants passed to it; every
+-- table protected before the update enforces, without a ceiling.
+SELECT has_function_privilege('fencing_upgrade_owner',
+                              'fencing.protect(regclass, name, text, boolean, bigint)', 'EXECUTE') AS grantee_may,
+       has_function_privilege('public',
+                              'fencing.protect(regclass, name, text, boolean, bigint)', 'EXECUTE') AS public_may;
+SELECT relation, enforce, max_token FROM fencing.protected_tables ORDER BY relation::text;
+-- Report-only on a table protected before the update: a write without a
+-- token is accepted, the stored token kept; enforcing again refuses it.
+SELECT last_fencing_token AS stored FROM jobs WHERE id = 5;
+SELECT fencing.set_enforce('jobs', false);
+UPDATE jobs SET state = 'report-only' WHERE id = 5;
+SELECT id, state, last_fencing_token FROM jobs WHERE id = 5;
+SELECT fencing.set_enforce('jobs', true);
+UPDATE jobs SET state = 'x' WHERE id = 5;
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.protect('jobs', max_token => 1000);
+INSERT INTO jobs VALUES (100, 'huge', 1001);
+\echo :LAST_ERROR_SQLSTATE
+SELECT fencing.protect('jobs');
+-- The default rights again, as a fresh install has them (objects.sql compares).
+REVOKE EXECUTE ON FUNCTION fencing.protect(regclass, name, text, boolean, bigint) FROM fencing_upgrade_owner;
+GRANT EXECUTE ON FUNCTION fencing.protect(regclass, name, text, boolean, bigint) TO PUBLIC;
+UPDATE pg_proc SET proacl = NULL
+WHERE oid = 'fencing.protect(regclass, name, text, boolean, bigint)'::regprocedure;
 
 -- The role goes (roles are the cluster's).
 DROP OWNED BY fencing_upgrade_owner;

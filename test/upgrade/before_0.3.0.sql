@@ -160,3 +160,8 @@ SELECT (SELECT count(*) FROM before.registry) AS registered,
        (SELECT count(*) FROM before.resources) AS leases, (SELECT count(*) FROM before.fences) AS fences,
        (SELECT count(*) FROM before.resource_floors) AS resource_floors,
        (SELECT count(*) FROM before.token_timelines) AS timelines;
+
+-- protect() for its grantees only: the update passes the grants to the new
+-- protect() (after_0.3.0.sql checks, then restores the default).
+REVOKE EXECUTE ON FUNCTION fencing.protect(regclass, name, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.protect(regclass, name, text) TO fencing_upgrade_owner;

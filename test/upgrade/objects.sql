@@ -19,10 +19,15 @@ SELECT 'relation ' || c.oid::regclass || ' kind ' || c.relkind::text || ' acl ' 
                                                      ', ' ORDER BY a.attnum)
                                    FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0
                                      AND NOT a.attisdropped), '')
-FROM pg_class c WHERE c.relnamespace = 'fencing'::regnamespace AND c.relkind IN ('r', 'v', 'S', 'i')
+FROM pg_class c WHERE c.relnamespace IN ('fencing'::regnamespace, 'fencing_monitor'::regnamespace)
+  AND c.relkind IN ('r', 'v', 'S', 'i')
 UNION ALL
 SELECT 'view ' || c.oid::regclass || ' ' || md5(pg_get_viewdef(c.oid))
-FROM pg_class c WHERE c.relnamespace = 'fencing'::regnamespace AND c.relkind = 'v'
+FROM pg_class c WHERE c.relnamespace IN ('fencing'::regnamespace, 'fencing_monitor'::regnamespace)
+  AND c.relkind = 'v'
+UNION ALL
+SELECT 'schema ' || n.nspname || ' acl ' || coalesce(n.nspacl::text, '')
+FROM pg_namespace n WHERE n.nspname = 'fencing_monitor'
 UNION ALL
 SELECT 'event trigger ' || e.evtname || ' on ' || e.evtevent || ' tags ' || coalesce(e.evttags::text, '')
        || ' function ' || e.evtfoid::regproc

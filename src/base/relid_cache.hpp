@@ -1,0 +1,24 @@
+/*
+ * Backend caches keyed by relation OID whose entries go with the relation's
+ * relcache invalidation (all of them with a full one): what the extension
+ * read of its own tables about a relation, kept until a change of that
+ * relation's row invalidates it (CacheInvalidateRelcacheByRelid at commit).
+ */
+#pragma once
+
+#include "base/boundary.hpp"
+
+extern "C" {
+#include "utils/hsearch.h"
+}
+
+namespace fencing
+{
+
+/*
+ * The cache in *cache, made on first use: a hash table of `entry_size`
+ * entries whose first member is the relation's Oid.
+ */
+HTAB *relid_cache(HTAB **cache, const char *name, Size entry_size);
+
+} // namespace fencing

@@ -1,0 +1,59 @@
+/*
+ * Report-only guards (fencing.protect(..., enforce => false)): the writes
+ * that enforcement would refuse, accepted and reported instead; and
+ * maintenance writes, accepted without a token.  Each is grouped in shared
+ * memory by (database, protected table, role, application_name, reason) for
+ * fencing.rollout_report and summed per table in fencing.stats; a
+ * statement's reported writes make one LOG line when it ends (the first
+ * one's DETAIL and a count), its maintenance writes another.
+ *
+ * The groups live in a fixed-size hash table of fencing.rollout_report_max
+ * entries (only with shared_preload_libraries = 'fencing'): nothing durable,
+ * emptied by a restart.  When it is full, a new group is not added: its
+ * writes are counted in one overflow row per reason (no relation) and still
+ * logged.
+ */
+#pragma once
+
+#include "base/token_compare.hpp"
+#include "reporting/stats.hpp"
+
+namespace fencing
+{
+
+/* Why a write was accepted without a token enforcement would take. */
+enum class Unfenced {
+	stale,      /* report-only: a token enforcement would refuse as stale */
+	missing,    /* report-only: no token */
+	maintenance /* a maintenance write (fencing.maintenance) without a token */
+};
+
+/*
+ * A write to `rel` (protected table `relid`) accepted for `kind`: counted
+ * and kept for the statement's LOG line.  `key` may be NULL; `presented`
+ * counts for a stale token only.
+ */
+void note_reported(Relation rel, Oid relid, Unfenced kind, const char *key, Mode mode,
+                   int64 presented, int64 stored);
+
+/*
+ * An executor starts, and ends: the outermost one's end (not that of the
+ * SQL the guard or a trigger runs inside the statement) flushes the LOG line.
+ */
+void rollout_executor_start();
+void rollout_executor_end();
+
+/*
+ * A utility statement (COPY FROM) or the transaction ends: the LOG line of
+ * its reported writes, if any.
+ */
+void rollout_flush_log();
+
+/* The setting fencing.rollout_report_max (entry/settings.cpp). */
+extern int rollout_report_max;
+
+/* Shared memory (only when preloaded): requested, then attached (entry/module.cpp). */
+void rollout_request_shmem();
+void rollout_startup_shmem();
+
+} // namespace fencing
