@@ -101,6 +101,8 @@ WHERE resource = 'gracecompact:1';
 SELECT fencing.compact_resources(:t5 + 1, 'gracecompact:') AS compacted;
 SELECT count(*) AS kept FROM fencing.resources WHERE resource = 'gracecompact:1';
 SELECT fencing.acquire('gracecompact:1', 'bob', '10 s') IS NULL AS still_held;
+DELETE FROM fencing.resource_floors WHERE prefix = 'gracecompact:';
+DELETE FROM fencing.resources WHERE resource = 'gracecompact:1';
 
 -- The settings are the superuser's: 42501 for others, 22023 for bad values.
 SELECT t.error_of($$SET fencing.lease_durability = 'never'$$);

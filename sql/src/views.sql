@@ -16,16 +16,19 @@ COMMENT ON VIEW fencing.protected_tables IS
 -- restart or promotion is held until its grace_until if that is later.
 CREATE OR REPLACE VIEW fencing.leases AS
 SELECT r.resource, r.holder, r.token, r.granted_at,
-       h.held_until AS expires_at,
-       (NOT r.released AND h.held_until OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()) AS live,
-       CASE WHEN r.released THEN 'released'
-            WHEN h.held_until OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN 'held'
-            ELSE 'expired' END AS state
-FROM fencing.resources r,
-     LATERAL (SELECT GREATEST(r.expires_at,
-                              CASE WHEN NOT r.released
+       GREATEST(r.expires_at, CASE WHEN NOT r.released
                                     AND r.epoch OPERATOR(pg_catalog.<>) fencing._lease_epoch()
-                                   THEN r.grace_until END) AS held_until) h
+                                   THEN r.grace_until END) AS expires_at,
+       (NOT r.released
+        AND GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>) fencing._lease_epoch()
+                                        THEN r.grace_until END)
+            OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()) AS live,
+       CASE WHEN r.released THEN 'released'
+            WHEN GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>) fencing._lease_epoch()
+                                             THEN r.grace_until END)
+                 OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN 'held'
+            ELSE 'expired' END AS state
+FROM fencing.resources r
 WHERE r.token IS NOT NULL;
 GRANT SELECT ON fencing.leases TO PUBLIC;
 COMMENT ON VIEW fencing.leases IS
