@@ -26,6 +26,16 @@ REVOKE ALL ON FUNCTION fencing_internal._grant_token(bigint, bigint) FROM PUBLIC
 COMMENT ON FUNCTION fencing_internal._grant_token(bigint, bigint) IS
 'internal: the token of fencing.acquire()''s grant, for its UPDATE only';
 
+-- This server's epoch (NULL during recovery): it changes with every restart,
+-- crash and promotion; a lease row written in another epoch is held until
+-- its grace_until (src/state/lease_grace.cpp).
+CREATE OR REPLACE FUNCTION fencing_internal._lease_epoch()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_lease_epoch'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION fencing_internal._lease_epoch() IS
+'internal: this server''s epoch, which changes with every restart, crash and promotion';
+
 CREATE OR REPLACE FUNCTION fencing.renew(resource text, holder text, token bigint, ttl interval)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'renew'

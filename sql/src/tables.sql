@@ -51,8 +51,14 @@ CREATE TABLE fencing.resources (
 	token bigint,
 	granted_at timestamptz,
 	expires_at timestamptz,
-	released boolean NOT NULL DEFAULT false
+	released boolean NOT NULL DEFAULT false,
+	grace_until timestamptz,
+	epoch bigint
 );
+COMMENT ON COLUMN fencing.resources.grace_until IS
+'durable horizon: expiry + fencing.lease_grace at the last flushed grant or renewal; after a restart or promotion a lease not released is held until then';
+COMMENT ON COLUMN fencing.resources.epoch IS
+'the server epoch (system, timeline, start) of the row''s last flushed grant or renewal';
 SELECT pg_catalog.pg_extension_config_dump('fencing.resources', '');
 REVOKE ALL ON fencing.resources FROM PUBLIC;
 COMMENT ON TABLE fencing.resources IS 'lease state, one row per resource; read it through fencing.leases';

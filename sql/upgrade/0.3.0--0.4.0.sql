@@ -89,6 +89,15 @@ SELECT 'fencing.acquire(text, text, interval, interval)', p.proacl FROM pg_catal
 WHERE p.oid OPERATOR(pg_catalog.=) 'fencing.acquire(text, text, interval)'::pg_catalog.regprocedure;
 DROP FUNCTION fencing.acquire(text, text, interval);
 
+-- Leases gain their durable horizon and the epoch of their last write.
+-- Every lease of 0.3.0 was flushed: its horizon is its expiry.
+ALTER TABLE fencing.resources ADD COLUMN grace_until timestamptz, ADD COLUMN epoch bigint;
+UPDATE fencing.resources SET grace_until = expires_at;
+COMMENT ON COLUMN fencing.resources.grace_until IS
+'durable horizon: expiry + fencing.lease_grace at the last flushed grant or renewal; after a restart or promotion a lease not released is held until then';
+COMMENT ON COLUMN fencing.resources.epoch IS
+'the server epoch (system, timeline, start) of the row''s last flushed grant or renewal';
+
 --@include sql/src/leases.sql
 
 --@include sql/src/stats.sql

@@ -25,6 +25,7 @@
 #include "reporting/rollout.hpp"
 #include "reporting/lease_stats.hpp"
 #include "reporting/stats.hpp"
+#include "state/lease_grace.hpp"
 #include "state/token_issue.hpp"
 #include "state/token_setting.hpp"
 
@@ -164,15 +165,17 @@ void process_utility(PlannedStmt *statement, const char *text, bool read_only,
 
 /*
  * shmem_request (preloaded only): the previous hook; the token windows
- * (state/token_issue); the statistics (reporting/stats); the lease
- * counters (reporting/lease_stats); the rollout report (reporting/rollout);
- * the queue of waiting acquire() calls (leases/lease_queue).
+ * (state/token_issue); the lease epoch's start (state/lease_grace); the
+ * statistics (reporting/stats); the lease counters (reporting/lease_stats);
+ * the rollout report (reporting/rollout); the queue of waiting acquire()
+ * calls (leases/lease_queue).
  */
 void shmem_request()
 {
 	if (previous_shmem_request != nullptr)
 		previous_shmem_request();
 	fencing::token_issue_request_shmem();
+	fencing::lease_grace_request_shmem();
 	fencing::stats_request_shmem();
 	fencing::rollout_request_shmem();
 	fencing::lease_stats_request_shmem();
@@ -185,6 +188,7 @@ void shmem_startup()
 	if (previous_shmem_startup != nullptr)
 		previous_shmem_startup();
 	fencing::token_issue_startup_shmem();
+	fencing::lease_grace_startup_shmem();
 	fencing::stats_startup_shmem();
 	fencing::rollout_startup_shmem();
 	fencing::lease_stats_startup_shmem();

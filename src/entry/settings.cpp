@@ -10,6 +10,7 @@
 #include "reporting/rollout.hpp"
 #include "state/maintenance_setting.hpp"
 #include "reporting/stats.hpp"
+#include "state/lease_grace.hpp"
 #include "state/token_issue.hpp"
 #include "state/token_setting.hpp"
 
@@ -78,6 +79,27 @@ void define_token_issue_settings()
 	});
 }
 
+/* The durable horizon of leases: see state/lease_grace.cpp. */
+void define_lease_grace_settings()
+{
+	define_superuser_setting("fencing.lease_grace", [] {
+		DefineCustomIntVariable(
+		    "fencing.lease_grace",
+		    "How far beyond a lease's expiry its durable horizon (grace_until) is set.",
+		    "A renewal whose new expiry stays within the horizon commits without a flush; after "
+		    "a restart or promotion a lease not released is held until its horizon.",
+		    &lease_grace, 10000, 0, 3600000, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+	});
+	define_superuser_setting("fencing.lease_durability", [] {
+		DefineCustomEnumVariable(
+		    "fencing.lease_durability", "Which lease changes wait for a WAL flush.",
+		    "grace: grants and renewals that move the durable horizon (needs "
+		    "shared_preload_libraries); always: every acquire, renew and release.",
+		    &lease_durability, durability_grace, lease_durability_options, PGC_SUSET, 0, nullptr,
+		    nullptr, nullptr);
+	});
+}
+
 /* Statistics: see reporting/stats.cpp. */
 void define_stats_settings()
 {
@@ -111,6 +133,7 @@ void define_settings()
 	define_token_setting();
 	define_maintenance_setting();
 	define_token_issue_settings();
+	define_lease_grace_settings();
 	define_stats_settings();
 }
 

@@ -15,6 +15,8 @@
  */
 #include "base/arguments.hpp"
 #include "base/compat.hpp"
+#include "legacy/leases_0_3_0.hpp"
+#include "state/lease_grace.hpp"
 #include "reporting/errors.hpp"
 #include "leases/lease_queue.hpp"
 #include "leases/leases.hpp"
@@ -49,7 +51,15 @@ struct LiveLease {
 };
 FENCING_PLAIN_DATA(LiveLease);
 
-SPIPlanPtr live_lease_plan = nullptr;
+/* The live lease and its expiry (state/lease_grace.hpp); 0.3.0's rows (legacy/leases_0_3_0.hpp). */
+#define LIVE_LEASE_SQL(HELD_UNTIL)                                                                 \
+	"SELECT holder = $2, token, " HELD_UNTIL(                                                      \
+	    "") " FROM fencing.resources"                                                              \
+	        " WHERE resource = $1 AND NOT released AND " HELD_UNTIL(                               \
+	            "") " > pg_catalog.clock_timestamp()"
+constexpr const char *live_lease_sql[2] = {LIVE_LEASE_SQL(LEASE_HELD_UNTIL),
+                                           LIVE_LEASE_SQL(LEASE_HELD_UNTIL_0_3_0)};
+SPIPlanPtr live_lease_plans[2] = {nullptr, nullptr};
 
 /* The polling backoff without the queue. */
 constexpr long first_backoff_ms = 1;
@@ -60,11 +70,8 @@ LiveLease read_live_lease(const char *resource, const char *holder)
 {
 	return with_spi([&] {
 		Oid types[2] = {TEXTOID, TEXTOID};
-		SPIPlanPtr plan = kept_plan(
-		    &live_lease_plan,
-		    "SELECT holder = $2, token, expires_at FROM fencing.resources"
-		    " WHERE resource = $1 AND NOT released AND expires_at > pg_catalog.clock_timestamp()",
-		    2, types);
+		int sql = lease_rows_without_grace() ? 1 : 0;
+		SPIPlanPtr plan = kept_plan(&live_lease_plans[sql], live_lease_sql[sql], 2, types);
 		Datum values[2] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder)};
 		run_plan(plan, values, nullptr, false, SPI_OK_SELECT);
 		LiveLease lease = {false, false, 0, 0};

@@ -5,14 +5,15 @@
  */
 #include "base/arguments.hpp"
 #include "base/compat.hpp"
-#include "legacy/helpers_0_3_0.hpp"
 #include "legacy/leases_0_2_0.hpp"
+#include "legacy/leases_0_3_0.hpp"
 #include "leases/lease_queue.hpp"
 #include "leases/leases.hpp"
 #include "leases/resources.hpp"
 #include "reporting/lease_stats.hpp"
 #include "base/spi.hpp"
 #include "base/token_compare.hpp"
+#include "state/lease_grace.hpp"
 #include "state/token_issue.hpp"
 
 extern "C" {
@@ -20,7 +21,6 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
 }
 
 using namespace fencing;
@@ -28,28 +28,50 @@ using namespace fencing;
 namespace
 {
 
-SPIPlanPtr grant_plan = nullptr;
-SPIPlanPtr renew_plan = nullptr;
-SPIPlanPtr release_plan = nullptr;
+SPIPlanPtr grant_plans[2] = {nullptr, nullptr};
+SPIPlanPtr renew_plans[2] = {nullptr, nullptr};
+SPIPlanPtr release_plans[2] = {nullptr, nullptr};
+
+/*
+ * Which of a statement's two texts serves this database: 0 for rows with
+ * grace_until, 1 for 0.3.0's (legacy/leases_0_3_0.hpp).
+ */
+int lease_sql()
+{
+	return lease_rows_without_grace() ? 1 : 0;
+}
 
 /* The lease held by (holder, token) must be live for renew and release. */
-constexpr const char *held_lease = " WHERE resource = $1 AND holder = $2 AND token = $3"
-                                   " AND NOT released"
-                                   " AND expires_at > pg_catalog.clock_timestamp()";
+#define HELD_LEASE(HELD_UNTIL)                                                                     \
+	" WHERE r.resource = $1 AND r.holder = $2 AND r.token = $3 AND NOT r.released"                 \
+	" AND " HELD_UNTIL("r.") " > c.now"
 
-/* Runs renew's or release's UPDATE; true if the lease was still held. */
-bool update_held_lease(SPIPlanPtr *cache, const char *set, Datum *values, int nargs)
-{
-	Oid types[4] = {TEXTOID, TEXTOID, INT8OID, INTERVALOID};
-	bool held = with_spi([&]() {
-		SPIPlanPtr plan = kept_plan(
-		    cache, psprintf("UPDATE fencing.resources SET %s%s", set, held_lease), nargs, types);
-		run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
-		return SPI_processed == 1;
-	});
-	require_durable_commit();
-	return held;
-}
+/*
+ * renew: the new expiry from one reading of the clock; grace_until and the
+ * epoch kept when the new expiry stays within it and the flush may be
+ * skipped ($5) - a row of an earlier epoch stays held until its grace_until,
+ * also against the old primary still renewing it after a promotion - else
+ * grace_until advanced to the new expiry + the grace ($6), in this epoch.
+ * Returns whether it advanced: then the commit must be durable.
+ */
+#define RENEW_SQL(HELD_UNTIL, GRACE_SET, ADVANCED)                                                 \
+	"UPDATE fencing.resources r SET expires_at = c.now + $4" GRACE_SET                             \
+	" FROM (SELECT pg_catalog.clock_timestamp() AS now) c" HELD_LEASE(                             \
+	    HELD_UNTIL) " RETURNING " ADVANCED
+constexpr const char *renew_sql[2] = {
+    RENEW_SQL(LEASE_HELD_UNTIL,
+              ", epoch = CASE WHEN $5 AND c.now + $4 <= r.grace_until THEN r.epoch"
+              " ELSE fencing_internal._lease_epoch() END,"
+              " grace_until = CASE WHEN $5 AND c.now + $4 <= r.grace_until THEN r.grace_until"
+              " ELSE c.now + $4 + $6 END",
+              "r.grace_until = c.now + $4 + $6"),
+    RENEW_SQL(LEASE_HELD_UNTIL_0_3_0, "", "true")};
+
+constexpr const char *release_sql[2] = {
+    "UPDATE fencing.resources r SET released = true"
+    " FROM (SELECT pg_catalog.clock_timestamp() AS now) c" HELD_LEASE(LEASE_HELD_UNTIL),
+    "UPDATE fencing.resources r SET released = true"
+    " FROM (SELECT pg_catalog.clock_timestamp() AS now) c" HELD_LEASE(LEASE_HELD_UNTIL_0_3_0)};
 
 /*
  * The grant in one statement, on a resource row that exists and holds no live
@@ -62,21 +84,39 @@ bool update_held_lease(SPIPlanPtr *cache, const char *set, Datum *values, int na
  * is pinned.  No row: the resource has no row yet or holds a live lease;
  * acquire() then takes the path that locks (and creates) the row first.
  */
-constexpr const char *grant_free_sql =
-    "UPDATE fencing.resources r"
-    " SET holder = $2, released = false,"
-    " token = %s._grant_token(pg_catalog.int8larger(COALESCE(r.token, 0),"
-    "  COALESCE((SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"
-    "   WHERE pg_catalog.starts_with($1, f.prefix)), 0)), $4),"
-    " (granted_at, expires_at) = (SELECT c.now, c.now OPERATOR(pg_catalog.+) $3 FROM"
-    "  (SELECT pg_catalog.clock_timestamp() AS now) c)"
-    " WHERE r.resource OPERATOR(pg_catalog.=) $1"
-    " AND (r.released OR r.expires_at IS NULL"
-    "  OR r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())"
-    " RETURNING r.token";
-SPIPlanPtr grant_free_plan = nullptr;
-const char *grant_free_schema = nullptr; /* the helpers' schema grant_free_plan names */
-char *grant_free_text = nullptr;         /* grant_free_sql for it, in TopMemoryContext */
+#define GRANT_FREE_SQL(HELPERS, HELD_UNTIL, GRACE_SET)                                             \
+	"UPDATE fencing.resources r"                                                                   \
+	" SET holder = $2, released = false,"                                                          \
+	" token = " HELPERS "._grant_token(pg_catalog.int8larger(COALESCE(r.token, 0),"                \
+	"  COALESCE((SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"                    \
+	"   WHERE pg_catalog.starts_with($1, f.prefix)), 0)), $4),"                                    \
+	" (granted_at, expires_at" GRACE_SET " FROM (SELECT pg_catalog.clock_timestamp() AS now) c)"   \
+	" WHERE r.resource OPERATOR(pg_catalog.=) $1"                                                  \
+	" AND (r.released OR r.expires_at IS NULL"                                                     \
+	"  OR " HELD_UNTIL("r.") " OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())"              \
+	                         " RETURNING r.token"
+constexpr const char *grant_free_sql[2] = {
+    GRANT_FREE_SQL("fencing_internal", LEASE_HELD_UNTIL,
+                   ", grace_until, epoch) = (SELECT c.now, c.now OPERATOR(pg_catalog.+) $3,"
+                   " c.now OPERATOR(pg_catalog.+) $3 OPERATOR(pg_catalog.+) $5,"
+                   " fencing_internal._lease_epoch()"),
+    GRANT_FREE_SQL("fencing", LEASE_HELD_UNTIL_0_3_0,
+                   ") = (SELECT c.now, c.now OPERATOR(pg_catalog.+) $3")};
+SPIPlanPtr grant_free_plans[2] = {nullptr, nullptr};
+
+/* The grant after lock_lease() found the lease free (a new row, a live lease that ended meanwhile).
+ */
+constexpr const char *grant_sql[2] = {
+    "UPDATE fencing.resources"
+    " SET holder = $2, token = $3, released = false, epoch = fencing_internal._lease_epoch(),"
+    " (granted_at, expires_at, grace_until) = (SELECT now, now + $4, now + $4 + $5 FROM"
+    " (SELECT pg_catalog.clock_timestamp() AS now) c)"
+    " WHERE resource = $1",
+    "UPDATE fencing.resources"
+    " SET holder = $2, token = $3, released = false,"
+    " (granted_at, expires_at) = (SELECT now, now + $4 FROM"
+    " (SELECT pg_catalog.clock_timestamp() AS now) c)"
+    " WHERE resource = $1"};
 
 /*
  * The local transaction in which acquire() runs grant_free_sql, or 0:
@@ -148,28 +188,14 @@ Grant grant_lease(const char *resource, const char *holder, Datum ttl)
 	if (!grants_lock_first_0_2_0()) {
 		/* As below, before anything is locked or issued. */
 		require_grant_confirmation();
-		Oid types[4] = {TEXTOID, TEXTOID, INTERVALOID, INT8OID};
-		/*
-		 * _grant_token() is named in the statement's text, which a plan made
-		 * invalid (by the update that moves it) is analysed from again.
-		 */
-		const char *schema = helper_schema();
-		if (schema != grant_free_schema) {
-			if (grant_free_plan != nullptr)
-				SPI_freeplan(grant_free_plan);
-			grant_free_plan = nullptr;
-			if (grant_free_text != nullptr)
-				pfree(grant_free_text);
-			grant_free_text =
-			    MemoryContextStrdup(TopMemoryContext, psprintf(grant_free_sql, schema));
-			grant_free_schema = schema;
-		}
-		SPIPlanPtr plan = kept_plan(&grant_free_plan, grant_free_text, 4, types);
+		Oid types[5] = {TEXTOID, TEXTOID, INTERVALOID, INT8OID, INTERVALOID};
+		int sql = lease_sql();
+		SPIPlanPtr plan = kept_plan(&grant_free_plans[sql], grant_free_sql[sql], 5, types);
 		int64 nonce = 0;
 		while (nonce == 0)
 			if (!pg_strong_random(&nonce, sizeof nonce))
 				elog(ERROR, "fencing: could not generate random bytes");
-		Datum values[4] = {name, holder_text, ttl, Int64GetDatum(nonce)};
+		Datum values[5] = {name, holder_text, ttl, Int64GetDatum(nonce), lease_grace_interval()};
 		granting = local_transaction_id();
 		granting_in = GetCurrentSubTransactionId();
 		grant_nonce = nonce;
@@ -186,15 +212,10 @@ Grant grant_lease(const char *resource, const char *holder, Datum ttl)
 		return Grant{0, false, true};
 	require_grant_confirmation();
 	int64 token = issue_token(lease.token);
-	Oid types[4] = {TEXTOID, TEXTOID, INT8OID, INTERVALOID};
-	SPIPlanPtr plan = kept_plan(&grant_plan,
-	                            "UPDATE fencing.resources"
-	                            " SET holder = $2, token = $3, released = false,"
-	                            " (granted_at, expires_at) = (SELECT now, now + $4 FROM"
-	                            " (SELECT pg_catalog.clock_timestamp() AS now) c)"
-	                            " WHERE resource = $1",
-	                            4, types);
-	Datum values[4] = {name, holder_text, Int64GetDatum(token), ttl};
+	Oid types[5] = {TEXTOID, TEXTOID, INT8OID, INTERVALOID, INTERVALOID};
+	int sql = lease_sql();
+	SPIPlanPtr plan = kept_plan(&grant_plans[sql], grant_sql[sql], 5, types);
+	Datum values[5] = {name, holder_text, Int64GetDatum(token), ttl, lease_grace_interval()};
 	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
 	return Grant{token, false, false};
 }
@@ -218,7 +239,10 @@ int64 fencing::grant_if_free(const char *resource, const char *holder, Datum ttl
 	return grant.token;
 }
 
-/* renew(resource, holder, token, ttl): extends a live lease; false if it was lost. */
+/*
+ * renew(resource, holder, token, ttl): extends a live lease; false if it was
+ * lost.  Within the row's grace_until its commit need not be flushed.
+ */
 FENCING_FUNCTION(renew)
 {
 	char *resource = require_name(fcinfo, 0, "resource");
@@ -226,15 +250,37 @@ FENCING_FUNCTION(renew)
 	int64 token = require_token(PG_GETARG_DATUM(2), PG_ARGISNULL(2), "token");
 	Datum ttl = require_ttl(fcinfo, 3);
 	require_grant_confirmation();
-	Datum values[4] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
-	                   Int64GetDatum(token), ttl};
-	bool renewed =
-	    update_held_lease(&renew_plan, "expires_at = pg_catalog.clock_timestamp() + $4", values, 4);
-	count_renewal(resource, token, ttl, renewed);
-	PG_RETURN_BOOL(renewed);
+	bool flush_optional = lease_flush_optional();
+	Datum values[6] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
+	                   Int64GetDatum(token),          ttl,
+	                   BoolGetDatum(flush_optional),  lease_grace_interval()};
+	note_lease_change_start();
+	struct Renewal {
+		bool held;
+		bool advanced;
+	};
+	Renewal renewal = with_spi([&]() {
+		Oid types[6] = {TEXTOID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, INTERVALOID};
+		int sql = lease_sql();
+		SPIPlanPtr plan = kept_plan(&renew_plans[sql], renew_sql[sql], 6, types);
+		run_plan(plan, values, nullptr, false, SPI_OK_UPDATE_RETURNING);
+		bool isnull = true;
+		bool advanced = SPI_processed == 1 && DatumGetBool(result_value(0, 1, &isnull));
+		return Renewal{SPI_processed == 1, advanced || isnull};
+	});
+	if (renewal.held && !renewal.advanced && flush_optional)
+		allow_commit_without_flush();
+	else
+		require_durable_commit();
+	count_renewal(resource, token, ttl, renewal.held);
+	PG_RETURN_BOOL(renewal.held);
 }
 
-/* release(resource, holder, token): ends a live lease; false if it was lost. */
+/*
+ * release(resource, holder, token): ends a live lease; false if it was lost.
+ * Its commit need not be flushed: a release that a crash loses keeps the
+ * lease only until its grace_until.
+ */
 FENCING_FUNCTION(release)
 {
 	char *resource = require_name(fcinfo, 0, "resource");
@@ -242,7 +288,18 @@ FENCING_FUNCTION(release)
 	int64 token = require_token(PG_GETARG_DATUM(2), PG_ARGISNULL(2), "token");
 	Datum values[3] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
 	                   Int64GetDatum(token)};
-	bool held = update_held_lease(&release_plan, "released = true", values, 3);
+	note_lease_change_start();
+	bool held = with_spi([&]() {
+		Oid types[3] = {TEXTOID, TEXTOID, INT8OID};
+		int sql = lease_sql();
+		SPIPlanPtr plan = kept_plan(&release_plans[sql], release_sql[sql], 3, types);
+		run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
+		return SPI_processed == 1;
+	});
+	if (lease_flush_optional() && lease_sql() == 0)
+		allow_commit_without_flush();
+	else
+		require_durable_commit();
 	count_release(resource, token, held);
 	if (held)
 		wake_queue_at_commit(resource);

@@ -6,6 +6,8 @@
 #include "base/arguments.hpp"
 #include "base/spi.hpp"
 #include "base/token_compare.hpp"
+#include "legacy/leases_0_3_0.hpp"
+#include "state/lease_grace.hpp"
 #include "reporting/lease_stats.hpp"
 #include "state/token_issue.hpp"
 
@@ -29,22 +31,36 @@ namespace
  * reported with renewed = false and no expiry.  Every name qualified, the
  * search_path pinned too.
  */
-constexpr const char *renew_all_sql =
-    "WITH wanted AS (SELECT w.resource, w.token, w.n"
-    "  FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[]),"
-    "   pg_catalog.unnest($3::pg_catalog.int8[])) WITH ORDINALITY AS w(resource, token, n)),"
-    " renewed AS (UPDATE fencing.resources r"
-    "  SET expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $4"
-    "  FROM wanted w"
-    "  WHERE r.resource OPERATOR(pg_catalog.=) w.resource"
-    "   AND r.holder OPERATOR(pg_catalog.=) $1 AND r.token OPERATOR(pg_catalog.=) w.token"
-    "   AND NOT r.released"
-    "   AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-    "  RETURNING r.resource, r.expires_at)"
-    " SELECT w.resource, w.token, n.resource IS NOT NULL, n.expires_at"
-    " FROM wanted w LEFT JOIN renewed n ON n.resource OPERATOR(pg_catalog.=) w.resource"
-    " ORDER BY w.n";
-SPIPlanPtr renew_all_plan = nullptr;
+#define RENEW_ALL_SQL(HELD_UNTIL, GRACE_SET, ADVANCED)                                             \
+	"WITH wanted AS (SELECT w.resource, w.token, w.n"                                              \
+	"  FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[]),"                                  \
+	"   pg_catalog.unnest($3::pg_catalog.int8[])) WITH ORDINALITY AS w(resource, token, n)),"      \
+	" renewed AS (UPDATE fencing.resources r"                                                      \
+	"  SET expires_at = c.now OPERATOR(pg_catalog.+) $4" GRACE_SET                                 \
+	"  FROM wanted w, (SELECT pg_catalog.clock_timestamp() AS now) c"                              \
+	"  WHERE r.resource OPERATOR(pg_catalog.=) w.resource"                                         \
+	"   AND r.holder OPERATOR(pg_catalog.=) $1 AND r.token OPERATOR(pg_catalog.=) w.token"         \
+	"   AND NOT r.released"                                                                        \
+	"   AND " HELD_UNTIL(                                                                          \
+	    "r.") " OPERATOR(pg_catalog.>) c.now"                                                      \
+	          "  RETURNING r.resource, r.expires_at, " ADVANCED " AS advanced)"                    \
+	          " SELECT w.resource, w.token, n.resource IS NOT NULL, n.expires_at, n.advanced"      \
+	          " FROM wanted w LEFT JOIN renewed n ON n.resource OPERATOR(pg_catalog.=) w.resource" \
+	          " ORDER BY w.n"
+/* As renew() (leases.cpp): grace_until and the epoch kept, or advanced; 0.3.0's rows have none. */
+constexpr const char *renew_all_sql[2] = {
+    RENEW_ALL_SQL(LEASE_HELD_UNTIL,
+                  ", epoch = CASE WHEN $5"
+                  " AND (c.now OPERATOR(pg_catalog.+) $4) OPERATOR(pg_catalog.<=) r.grace_until"
+                  " THEN r.epoch ELSE fencing_internal._lease_epoch() END,"
+                  " grace_until = CASE WHEN $5"
+                  " AND (c.now OPERATOR(pg_catalog.+) $4) OPERATOR(pg_catalog.<=) r.grace_until"
+                  " THEN r.grace_until"
+                  " ELSE c.now OPERATOR(pg_catalog.+) $4 OPERATOR(pg_catalog.+) $6 END",
+                  "r.grace_until OPERATOR(pg_catalog.=)"
+                  " (c.now OPERATOR(pg_catalog.+) $4 OPERATOR(pg_catalog.+) $6)"),
+    RENEW_ALL_SQL(LEASE_HELD_UNTIL_0_3_0, "", "true")};
+SPIPlanPtr renew_all_plans[2] = {nullptr, nullptr};
 
 /* A one-dimensional array argument without NULL elements (22004) or NULL itself (22004). */
 ArrayType *require_array(FunctionCallInfo fcinfo, int arg, const char *what)
@@ -116,22 +132,34 @@ FENCING_FUNCTION(renew_all)
 	if (nnames == 0)
 		return (Datum)0;
 	require_grant_confirmation();
-	with_spi([&] {
-		Oid types[4] = {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, INTERVALOID};
-		SPIPlanPtr plan = kept_plan(&renew_all_plan, renew_all_sql, 4, types);
-		Datum arguments[4] = {CStringGetTextDatum(holder), PointerGetDatum(resources),
-		                      PointerGetDatum(tokens), ttl};
+	bool flush_optional = lease_flush_optional();
+	note_lease_change_start();
+	bool advanced = with_spi([&] {
+		Oid types[6] = {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, INTERVALOID, BOOLOID, INTERVALOID};
+		int sql = lease_rows_without_grace() ? 1 : 0;
+		SPIPlanPtr plan = kept_plan(&renew_all_plans[sql], renew_all_sql[sql], 6, types);
+		Datum arguments[6] = {CStringGetTextDatum(holder),  PointerGetDatum(resources),
+		                      PointerGetDatum(tokens),      ttl,
+		                      BoolGetDatum(flush_optional), lease_grace_interval()};
 		run_plan(plan, arguments, nullptr, false, SPI_OK_SELECT);
+		bool any_advanced = false;
 		for (uint64 row = 0; row < SPI_processed; row++) {
-			Datum columns[4];
-			bool nulls[4];
-			for (int c = 0; c < 4; c++)
+			Datum columns[5];
+			bool nulls[5];
+			for (int c = 0; c < 5; c++)
 				columns[c] = result_value(row, c + 1, &nulls[c]);
+			if (!nulls[4] && DatumGetBool(columns[4]))
+				any_advanced = true;
 			count_renewal(TextDatumGetCString(columns[0]), DatumGetInt64(columns[1]), ttl,
 			              DatumGetBool(columns[2]));
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, columns, nulls);
 		}
+		return any_advanced;
 	});
-	require_durable_commit();
+	/* A renewal that advanced grace_until must be durable; the others need no flush. */
+	if (advanced || !flush_optional)
+		require_durable_commit();
+	else
+		allow_commit_without_flush();
 	return (Datum)0;
 }

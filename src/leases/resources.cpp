@@ -5,6 +5,8 @@
  */
 #include "leases/resources.hpp"
 #include "legacy/leases_0_2_0.hpp"
+#include "legacy/leases_0_3_0.hpp"
+#include "state/lease_grace.hpp"
 #include "base/spi.hpp"
 
 #include <algorithm>
@@ -34,12 +36,19 @@ FENCING_PLAIN_DATA(RowLock);
 	"(SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"                               \
 	" WHERE pg_catalog.starts_with($1, f.prefix))"
 
-RowLock lease_row = {
-    "SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token, " RESOURCE_FLOOR
-    " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
-    "INSERT INTO fencing.resources (resource) VALUES ($1)"
-    " ON CONFLICT (resource) DO NOTHING",
-    nullptr, nullptr};
+/* Live: held until its expiry, or its grace_until (state/lease_grace.hpp). */
+RowLock lease_row = {"SELECT NOT released AND " LEASE_HELD_UNTIL(
+                         "") " > pg_catalog.clock_timestamp(), token, " RESOURCE_FLOOR
+                             " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
+                     "INSERT INTO fencing.resources (resource) VALUES ($1)"
+                     " ON CONFLICT (resource) DO NOTHING",
+                     nullptr, nullptr};
+
+/* With 0.3.0's objects (legacy/leases_0_3_0.hpp), which have no grace_until. */
+RowLock lease_row_0_3_0 = {"SELECT NOT released AND " LEASE_HELD_UNTIL_0_3_0(
+                               "") " > pg_catalog.clock_timestamp(), token, " RESOURCE_FLOOR
+                                   " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
+                           lease_row.create_sql, nullptr, nullptr};
 
 RowLock fence_row = {"SELECT token, " RESOURCE_FLOOR
                      " FROM fencing.fences WHERE resource = $1 FOR UPDATE",
@@ -86,7 +95,10 @@ void lock_row(RowLock *row, const char *resource, bool *created)
 Lease lock_lease(const char *resource)
 {
 	bool created;
-	lock_row(no_resource_floors_0_1_0() ? &lease_row_0_1_0 : &lease_row, resource, &created);
+	lock_row(no_resource_floors_0_1_0()   ? &lease_row_0_1_0
+	         : lease_rows_without_grace() ? &lease_row_0_3_0
+	                                      : &lease_row,
+	         resource, &created);
 	bool isnull;
 	Lease lease;
 	Datum live = result_value(0, 1, &isnull);

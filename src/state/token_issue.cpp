@@ -509,9 +509,21 @@ bool wrote = false;
 bool durable_commit = false;
 
 /*
+ * Set when this transaction made a lease change that needs no flush (a
+ * renewal within its row's grace_until, a release), with the end of the WAL
+ * it had written then; `written_before` when it had written anything else
+ * before such a change.
+ */
+bool flush_optional = false;
+bool written_before = false;
+XLogRecPtr flush_optional_end = InvalidXLogRecPtr;
+
+/*
  * Just before commit, whatever the transaction set since: synchronous_commit
  * back to 'on' (flush, and wait for the synchronous standbys) and a forced
- * local flush.
+ * local flush.  A transaction whose only writes are lease changes that need
+ * no flush commits with synchronous_commit = off; one that wrote anything
+ * else keeps the session's setting.
  */
 void enforce_durable_commit(XactEvent event, void *)
 {
@@ -524,7 +536,11 @@ void enforce_durable_commit(XactEvent event, void *)
 				                        GUC_ACTION_LOCAL, true, 0, false);
 			ForceSyncCommit();
 			wrote = TransactionIdIsValid(GetTopTransactionIdIfAny());
-		}
+		} else if (event == XACT_EVENT_PRE_COMMIT && flush_optional && !written_before &&
+		           XactLastRecEnd == flush_optional_end &&
+		           synchronous_commit > SYNCHRONOUS_COMMIT_OFF)
+			(void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
+			                        GUC_ACTION_LOCAL, true, 0, false);
 		break;
 	case XACT_EVENT_COMMIT:
 		if (durable_commit && wrote)
@@ -545,6 +561,9 @@ void enforce_durable_commit(XactEvent event, void *)
 	case XACT_EVENT_PARALLEL_ABORT:
 		durable_commit = false;
 		wrote = false;
+		flush_optional = false;
+		written_before = false;
+		flush_optional_end = InvalidXLogRecPtr;
 		ngrants = 0;
 		grants_total = 0;
 		break;
@@ -791,7 +810,10 @@ void token_issue_startup_shmem()
 	start_windows();
 }
 
-void require_durable_commit()
+namespace
+{
+
+void register_commit_callbacks()
 {
 	static bool registered = false;
 	if (!registered) {
@@ -799,6 +821,28 @@ void require_durable_commit()
 		RegisterSubXactCallback(forget_aborted_grants, nullptr);
 		registered = true;
 	}
+}
+
+} // namespace
+
+void note_lease_change_start()
+{
+	register_commit_callbacks();
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()) &&
+	    !(flush_optional && XactLastRecEnd == flush_optional_end))
+		written_before = true;
+}
+
+void allow_commit_without_flush()
+{
+	register_commit_callbacks();
+	flush_optional = true;
+	flush_optional_end = XactLastRecEnd;
+}
+
+void require_durable_commit()
+{
+	register_commit_callbacks();
 	durable_commit = true;
 	/* Also now, so that the wait for the standbys in make_durable() happens. */
 	if (synchronous_commit < SYNCHRONOUS_COMMIT_ON)

@@ -68,4 +68,16 @@ void token_issue_startup_shmem();
  */
 void require_durable_commit();
 
+/*
+ * Around a lease change that may commit without a flush (a renewal within
+ * its row's grace_until, a release): note_lease_change_start() before it
+ * notes whether the transaction wrote anything else so far,
+ * allow_commit_without_flush() after it lets the commit skip the flush and
+ * the wait for the synchronous standbys - if the transaction writes nothing
+ * else and makes no change that require_durable_commit() covers.  A
+ * transaction with other writes keeps the session's synchronous_commit.
+ */
+void note_lease_change_start();
+void allow_commit_without_flush();
+
 } // namespace fencing

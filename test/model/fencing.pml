@@ -35,7 +35,16 @@
  *   WITNESS                   stop at the first stale UPDATE refused
  *   WORKERS KEYS GRANTS       bounds; PROPS  bit set of checked properties
  *   MARGIN AHEAD              PRIMARIES: 0.2.0's margin; how far P's clock runs ahead
+ *
+ *   GRACE                     leases renewed without a flush within a durable
+ *                             horizon, crash and promotion (lease_grace.pml,
+ *                             and its switches NO_HORIZON, UNCONFIRMED, TMAX)
  */
+
+#ifdef GRACE
+#include "lease_grace.pml"
+#else
+
 
 #ifndef WORKERS
 #define WORKERS 2       /* processes competing for the one resource */
@@ -608,3 +617,5 @@ init
         }
     }
 }
+
+#endif /* GRACE */

@@ -20,9 +20,9 @@ UNION ALL SELECT 'floors', count(*) FROM (
 UNION ALL SELECT 'floors added', count(*) FROM (
 	SELECT relid::oid, token, compacted, raised_at FROM fencing.floors EXCEPT SELECT * FROM before.floors) s
 UNION ALL SELECT 'resources', count(*) FROM (
-	SELECT * FROM before.resources EXCEPT SELECT * FROM fencing.resources) s
+	SELECT * FROM before.resources EXCEPT SELECT resource, holder, token, granted_at, expires_at, released FROM fencing.resources) s
 UNION ALL SELECT 'resources added', count(*) FROM (
-	SELECT * FROM fencing.resources EXCEPT SELECT * FROM before.resources) s
+	SELECT resource, holder, token, granted_at, expires_at, released FROM fencing.resources EXCEPT SELECT * FROM before.resources) s
 UNION ALL SELECT 'fences', count(*) FROM (
 	SELECT * FROM before.fences EXCEPT SELECT * FROM fencing.fences) s
 UNION ALL SELECT 'fences added', count(*) FROM (

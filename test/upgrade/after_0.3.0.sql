@@ -16,6 +16,19 @@ DROP TABLE pre_update;
 -- The internal helpers' OIDs, to follow them through the update.
 CREATE TEMP TABLE helpers_0_3_0 AS
 SELECT p.oid, p.proname FROM pg_proc p WHERE p.pronamespace = 'fencing'::regnamespace AND p.proname LIKE '\_%';
+-- Until the update, the new library serves 0.3.0's objects: their leases
+-- have no durable horizon, and every change is flushed as 0.3.0 did.  (The
+-- grants move the token bound and the high-water mark, which the checks
+-- below then expect.)
+SELECT fencing.acquire('served:1', 'worker-s', '1 hour') AS served \gset
+SELECT fencing.renew('served:1', 'worker-s', :served, '1 hour') AS served_renewed;
+SELECT fencing.acquire('served:1', 'worker-t', '1 hour') IS NULL AS served_held;
+SELECT live AS served_live FROM fencing.leases WHERE resource = 'served:1';
+SELECT fencing.release('served:1', 'worker-s', :served) AS served_released;
+SELECT fencing.acquire('served:1', 'worker-t', '1 hour') > :served AS served_granted;
+UPDATE before.sequences SET last_value = (SELECT last_value FROM fencing.token_seq)
+WHERE name = 'token_seq';
+UPDATE facts SET value = fencing.high_water_mark() WHERE name = 'high_water_mark';
 ALTER EXTENSION fencing UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'fencing';
 -- Every helper moved: the same function (OID) in schema fencing_internal,
@@ -48,8 +61,12 @@ UNION ALL SELECT 'floors', count(*) FROM (
 	UNION ALL
 	(SELECT relid::oid, token, compacted, raised_at FROM fencing.floors EXCEPT SELECT * FROM before.floors)) s
 UNION ALL SELECT 'resources', count(*) FROM (
-	(SELECT * FROM before.resources EXCEPT SELECT * FROM fencing.resources)
-	UNION ALL (SELECT * FROM fencing.resources EXCEPT SELECT * FROM before.resources)) s
+	(SELECT * FROM before.resources EXCEPT SELECT resource, holder, token, granted_at, expires_at, released FROM fencing.resources)
+	UNION ALL (SELECT resource, holder, token, granted_at, expires_at, released FROM fencing.resources
+	           WHERE resource NOT LIKE 'served:%' EXCEPT SELECT * FROM before.resources)) s
+-- Every lease of 0.3.0 was flushed: its durable horizon is its expiry.
+UNION ALL SELECT 'grace_until', count(*) FROM fencing.resources
+	WHERE grace_until IS DISTINCT FROM expires_at OR epoch IS NOT NULL
 UNION ALL SELECT 'fences', count(*) FROM (
 	(SELECT * FROM before.fences EXCEPT SELECT * FROM fencing.fences)
 	UNION ALL (SELECT * FROM fencing.fences EXCEPT SELECT * FROM before.fences)) s
