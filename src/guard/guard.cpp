@@ -429,7 +429,9 @@ int64 reported_insert(const Write &w, HeapTuple row, bool carries, int64 present
 	if (carries)
 		note_reported(w.rel, w.info->options.relid, Unfenced::stale, describe_row(w.rel, row),
 		              w.fence->mode, presented, shown(w.rel, w.fence->token_attnum, follow));
-	note_kept_insert(RelationGetRelid(w.rel), key, follow);
+	/* Only a mode that refuses a token equal to the mark needs the AFTER trigger told. */
+	if (follow > 0 && !token_accepts(w.fence->mode, follow, follow))
+		note_kept_insert(RelationGetRelid(w.rel), key, follow);
 	return follow;
 }
 
@@ -543,9 +545,14 @@ Datum guard_new_key(const Write &w)
 		mark_deleted(w, w.trigger->tg_trigtuple, old_key, presented);
 	}
 	int64 mark;
-	/* A row that kept its key's mark (reported_insert()) is refused only by a racing DELETE. */
+	/*
+	 * A row that kept its key's mark (reported_insert()) has exactly that
+	 * mark.  A higher one is a DELETE's that the unique check waited for
+	 * after the BEFORE trigger read the mark: the row would stay below it,
+	 * so it is refused (the retry takes the new mark), or reported.
+	 */
 	if (high_water(w, key, &mark) && !token_accepts(w.fence->mode, mark, presented) &&
-	    !take_kept_insert(RelationGetRelid(w.rel), key, presented)) {
+	    !(take_kept_insert(RelationGetRelid(w.rel), key, presented) && mark == presented)) {
 		if (w.info->options.enforce)
 			report_stale(w.rel, w.fence->token_attnum, describe_row(w.rel, row), w.fence->mode,
 			             presented, shown(w.rel, w.fence->token_attnum, mark));
