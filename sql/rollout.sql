@@ -219,3 +219,22 @@ FROM fencing.rollout_report WHERE relation = 'ro_many'::regclass;
 SELECT count(*) FROM fencing.rollout_report WHERE relation IS NULL;
 SELECT fencing.rollout_report_reset();
 DROP TABLE ro_many, ro_late;
+
+-- An upsert is one write: the conflicting row's UPDATE that the INSERT
+-- already reported (or maintained) keeps the stored token and is not
+-- counted again.
+CREATE TABLE ro_upsert (id int PRIMARY KEY, v text);
+SELECT fencing.protect('ro_upsert', enforce => false);
+INSERT INTO ro_upsert VALUES (1, 'a', 10);
+SELECT fencing.rollout_report_reset();
+INSERT INTO ro_upsert (id, v) VALUES (1, 'b') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+INSERT INTO ro_upsert VALUES (1, 'c', 3) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+BEGIN;
+SET LOCAL fencing.maintenance = on;
+INSERT INTO ro_upsert (id, v) VALUES (1, 'd') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+COMMIT;
+SELECT * FROM ro_upsert;
+SELECT stale_reported, missing_reported, maintenance_writes FROM fencing.stats
+WHERE relation = 'ro_upsert'::regclass;
+SELECT fencing.rollout_report_reset();
+DROP TABLE ro_upsert;
