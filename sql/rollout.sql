@@ -187,3 +187,54 @@ DROP ROLE regress_rollout_member;
 DROP OWNED BY regress_rollout_owner, regress_rollout_other;
 DROP ROLE regress_rollout_owner, regress_rollout_other;
 DROP TABLE ro_accounts;
+
+-- When the groups by role and application are all taken, a relation's
+-- further writes still count as its own, in one group per relation and
+-- reason (role and application_name NULL), so fencing.stats sums them all:
+-- a table that many applications wrote first does not hide the writers of
+-- another.  (The default fencing.rollout_report_max is 1000.)
+SELECT fencing.rollout_report_reset();
+CREATE TABLE ro_many (id int PRIMARY KEY);
+CREATE TABLE ro_late (id int PRIMARY KEY);
+SELECT fencing.protect('ro_many', enforce => false);
+SELECT fencing.protect('ro_late', enforce => false);
+DO $$
+BEGIN
+	FOR i IN 1..1001 LOOP
+		PERFORM pg_catalog.set_config('application_name', 'app' || i, false);
+		INSERT INTO ro_many VALUES (i);
+	END LOOP;
+END
+$$;
+SET application_name = 'late writer';
+INSERT INTO ro_late VALUES (1);
+RESET application_name;
+SELECT relation, missing_reported FROM fencing.stats
+WHERE relation IN ('ro_many'::regclass, 'ro_late'::regclass) ORDER BY relation::text;
+SELECT relation, role IS NULL AS any_role, application_name IS NULL AS any_application, count
+FROM fencing.rollout_report WHERE relation = 'ro_late'::regclass;
+SELECT count(*) FILTER (WHERE role IS NOT NULL) > 0 AS by_writer,
+       count(*) FILTER (WHERE role IS NULL) AS by_relation, sum(count) AS writes
+FROM fencing.rollout_report WHERE relation = 'ro_many'::regclass;
+SELECT count(*) FROM fencing.rollout_report WHERE relation IS NULL;
+SELECT fencing.rollout_report_reset();
+DROP TABLE ro_many, ro_late;
+
+-- An upsert is one write: the conflicting row's UPDATE that the INSERT
+-- already reported (or maintained) keeps the stored token and is not
+-- counted again.
+CREATE TABLE ro_upsert (id int PRIMARY KEY, v text);
+SELECT fencing.protect('ro_upsert', enforce => false);
+INSERT INTO ro_upsert VALUES (1, 'a', 10);
+SELECT fencing.rollout_report_reset();
+INSERT INTO ro_upsert (id, v) VALUES (1, 'b') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+INSERT INTO ro_upsert VALUES (1, 'c', 3) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+BEGIN;
+SET LOCAL fencing.maintenance = on;
+INSERT INTO ro_upsert (id, v) VALUES (1, 'd') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v;
+COMMIT;
+SELECT * FROM ro_upsert;
+SELECT stale_reported, missing_reported, maintenance_writes FROM fencing.stats
+WHERE relation = 'ro_upsert'::regclass;
+SELECT fencing.rollout_report_reset();
+DROP TABLE ro_upsert;

@@ -77,7 +77,7 @@ struct Lend {
 	TableInfo *owner;
 	MemoryContextCallback forget; /* clears owner->lend when the row's memory goes */
 	bool from_insert;             /* the proposed row of an INSERT, or an UPDATE */
-	bool reported; /* report-only or maintenance: an UPDATE's that kept the stored token */
+	bool reported; /* report-only or maintenance: the write kept the stored token (or mark) */
 	int64 token;
 	ItemPointerData row;       /* UPDATE: the row version being updated */
 	Datum key[INDEX_MAX_KEYS]; /* INSERT: the proposed key, copied into per-tuple memory */
@@ -429,7 +429,9 @@ int64 reported_insert(const Write &w, HeapTuple row, bool carries, int64 present
 	if (carries)
 		note_reported(w.rel, w.info->options.relid, Unfenced::stale, describe_row(w.rel, row),
 		              w.fence->mode, presented, shown(w.rel, w.fence->token_attnum, follow));
-	note_kept_insert(RelationGetRelid(w.rel), key, follow);
+	/* Only a mode that refuses a token equal to the mark needs the AFTER trigger told. */
+	if (follow > 0 && !token_accepts(w.fence->mode, follow, follow))
+		note_kept_insert(RelationGetRelid(w.rel), key, follow);
 	return follow;
 }
 
@@ -448,10 +450,13 @@ Datum guard_insert(const Write &w)
 	}
 	int64 kept = carries && w.info->options.enforce ? presented
 	                                                : reported_insert(w, row, carries, presented);
-	if (kept != presented || !carries)
-		return PointerGetDatum(with_token(w, row, kept));
-	/* For ON CONFLICT DO UPDATE: the key this row proposes, should it conflict. */
+	/*
+	 * For ON CONFLICT DO UPDATE: the key this row proposes, should it
+	 * conflict; a row reported (or maintained) here is so for its UPDATE too,
+	 * which keeps the stored token and is not counted again.
+	 */
 	Lend *lend = lend_next(w.info, true, presented);
+	lend->reported = kept != presented || !carries;
 	TupleDesc desc = RelationGetDescr(w.rel);
 	key_values(w.rel, w.info->key, row, lend->key, lend->key_isnull);
 	for (int i = 0; i < w.info->key.count; i++) {
@@ -459,6 +464,8 @@ Datum guard_insert(const Write &w)
 		if (!lend->key_isnull[i])
 			lend->key[i] = datumCopy(lend->key[i], att->attbyval, att->attlen);
 	}
+	if (lend->reported)
+		return PointerGetDatum(with_token(w, row, kept));
 	return PointerGetDatum(explicit_token ? row : with_token(w, row, presented));
 }
 
@@ -484,10 +491,16 @@ Datum guard_update(const Write &w, const Lend *taken)
 	if (assigned) {
 		presented = assigned_token(w, old_row, new_row, stored);
 	} else if (!session_token(&presented)) {
-		if (taken != nullptr && taken->from_insert && proposed_key(w, *taken, old_row))
+		if (taken != nullptr && taken->from_insert && proposed_key(w, *taken, old_row)) {
 			presented = taken->token;
-		else
+			/* The upsert's INSERT reported (or maintained) this write already. */
+			if (taken->reported) {
+				count_accepted(w.info->counter);
+				valid = false;
+			}
+		} else {
 			valid = token_from_setting(w, old_row, "UPDATE", stored, &presented);
+		}
 	}
 	/* Report-only or maintenance: a write enforcement would refuse keeps the stored token. */
 	bool kept = !valid || !check(w, old_row, presented, stored);
@@ -519,7 +532,8 @@ Datum guard_delete(const Write &w, const Lend *taken)
 		valid = token_from_setting(w, row, "DELETE", stored, &presented);
 	/* Report-only or maintenance: the mark keeps the stored token (so did a moved row's UPDATE
 	 * half). */
-	if (!valid || (taken != nullptr && taken->reported && presented == stored) ||
+	if (!valid ||
+	    (taken != nullptr && !taken->from_insert && taken->reported && presented == stored) ||
 	    !check(w, row, presented, stored))
 		presented = stored;
 	mark_deleted(w, row, row_key_identity(w.rel, w.info->key, row), presented);
@@ -543,9 +557,14 @@ Datum guard_new_key(const Write &w)
 		mark_deleted(w, w.trigger->tg_trigtuple, old_key, presented);
 	}
 	int64 mark;
-	/* A row that kept its key's mark (reported_insert()) is refused only by a racing DELETE. */
+	/*
+	 * A row that kept its key's mark (reported_insert()) has exactly that
+	 * mark.  A higher one is a DELETE's that the unique check waited for
+	 * after the BEFORE trigger read the mark: the row would stay below it,
+	 * so it is refused (the retry takes the new mark), or reported.
+	 */
 	if (high_water(w, key, &mark) && !token_accepts(w.fence->mode, mark, presented) &&
-	    !take_kept_insert(RelationGetRelid(w.rel), key, presented)) {
+	    !(take_kept_insert(RelationGetRelid(w.rel), key, presented) && mark == presented)) {
 		if (w.info->options.enforce)
 			report_stale(w.rel, w.fence->token_attnum, describe_row(w.rel, row), w.fence->mode,
 			             presented, shown(w.rel, w.fence->token_attnum, mark));

@@ -10,6 +10,7 @@ extern "C" {
 #include "catalog/pg_class.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 }
@@ -34,21 +35,33 @@ Oid owner_of(Oid relid)
 /* An INSERT that kept its key's mark, until its AFTER trigger takes it. */
 struct KeptInsert {
 	Oid relid;
-	KeyHash key;
+	uint8 key[sizeof(KeyHash::bytes)];
 	int64 token;
-	KeptInsert *next;
 };
 FENCING_PLAIN_DATA(KeptInsert);
 
-/* This transaction's notes, in its top memory context (which the callback below outlives). */
-KeptInsert *kept_inserts = nullptr;
+/*
+ * This transaction's notes, a hash table in its top memory context (which
+ * the callback below outlives): a bulk INSERT makes all its notes before its
+ * AFTER triggers take them, so each note is found and removed in constant
+ * time, and a taken note's memory is reused.
+ */
+HTAB *kept_inserts = nullptr;
 MemoryContextCallback forget_kept_inserts;
-bool forget_registered = false;
 
 void forget_kept(void *)
 {
 	kept_inserts = nullptr;
-	forget_registered = false;
+}
+
+KeptInsert kept_key(Oid relid, const KeyHash &key, int64 token)
+{
+	KeptInsert kept;
+	memset(&kept, 0, sizeof kept);
+	kept.relid = relid;
+	memcpy(kept.key, key.bytes, sizeof kept.key);
+	kept.token = token;
+	return kept;
 }
 
 /* Does `role` have the privileges of the owner or of the maintainer? */
@@ -89,26 +102,29 @@ bool maintenance_write(Relation rel, const TableOptions &options, Mode mode, con
 
 void note_kept_insert(Oid relid, const KeyHash &key, int64 token)
 {
-	if (!forget_registered) {
+	if (kept_inserts == nullptr) {
+		HASHCTL control{};
+		control.keysize = sizeof(KeptInsert);
+		control.entrysize = sizeof(KeptInsert);
+		control.hcxt = TopTransactionContext;
+		kept_inserts = hash_create("fencing kept inserts", 64, &control,
+		                           HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 		forget_kept_inserts.func = forget_kept;
 		forget_kept_inserts.arg = nullptr;
 		MemoryContextRegisterResetCallback(TopTransactionContext, &forget_kept_inserts);
-		forget_registered = true;
 	}
-	auto *kept =
-	    static_cast<KeptInsert *>(MemoryContextAlloc(TopTransactionContext, sizeof(KeptInsert)));
-	*kept = KeptInsert{relid, key, token, kept_inserts};
-	kept_inserts = kept;
+	KeptInsert kept = kept_key(relid, key, token);
+	(void)hash_search(kept_inserts, &kept, HASH_ENTER, nullptr);
 }
 
 bool take_kept_insert(Oid relid, const KeyHash &key, int64 token)
 {
-	for (KeptInsert **at = &kept_inserts; *at != nullptr; at = &(*at)->next)
-		if ((*at)->relid == relid && (*at)->token == token && (*at)->key == key) {
-			*at = (*at)->next;
-			return true;
-		}
-	return false;
+	if (kept_inserts == nullptr)
+		return false;
+	KeptInsert kept = kept_key(relid, key, token);
+	bool found = false;
+	(void)hash_search(kept_inserts, &kept, HASH_REMOVE, &found);
+	return found;
 }
 
 } // namespace fencing

@@ -27,7 +27,9 @@ bool maintenance_write(Relation rel, const TableOptions &options, Mode mode, con
  * An INSERT without a token (a maintenance write, or report-only) gave the
  * row of `key` in `relid` its key's mark `token`: the AFTER trigger, which
  * would refuse that token in strict mode, takes the note (true) and lets the
- * row be.  Notes live until the transaction ends.
+ * row be if the mark is still `token`.  Only strict mode makes notes; a
+ * note not taken (the row was never inserted) lives until the transaction
+ * ends.
  */
 void note_kept_insert(Oid relid, const KeyHash &key, int64 token);
 bool take_kept_insert(Oid relid, const KeyHash &key, int64 token);

@@ -89,17 +89,50 @@ void count_in(ReportGroup *group, TimestampTz now)
 	SpinLockRelease(&group->mutex);
 }
 
-/* Counts one write in its group, made if there is room, else in the overflow group. */
+/*
+ * Groups by role and application may take all but a quarter of the table:
+ * the rest is kept for one group per relation and reason, with neither, so
+ * that a relation's writes are still counted as its own (fencing.stats sums
+ * them) when many roles or applications took the room.
+ */
+long detailed_room()
+{
+	return rollout_report_max - rollout_report_max / 4;
+}
+
+/* The group of `key`'s relation and reason, without role and application. */
+ReportKey relation_key(const ReportKey &key)
+{
+	ReportKey relation;
+	memset(&relation, 0, sizeof relation);
+	relation.dbid = key.dbid;
+	relation.relid = key.relid;
+	relation.reason = key.reason;
+	return relation;
+}
+
+/*
+ * Counts one write in its group, made if there is room; else in its
+ * relation's group, made if there is room; else in the overflow group.
+ */
 void count_group(const ReportKey &key)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	ReportKey relation = relation_key(key);
 	bool found;
 	LWLockAcquire(shared->lock, LW_SHARED);
 	auto *group = static_cast<ReportGroup *>(hash_search(groups, &key, HASH_FIND, &found));
+	if (group == nullptr && hash_get_num_entries(groups) >= detailed_room())
+		group = static_cast<ReportGroup *>(hash_search(groups, &relation, HASH_FIND, &found));
 	if (group == nullptr) {
 		LWLockRelease(shared->lock);
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		group = static_cast<ReportGroup *>(hash_search(groups, &key, HASH_ENTER_NULL, &found));
+		group = static_cast<ReportGroup *>(hash_search(groups, &key, HASH_FIND, &found));
+		if (group == nullptr && hash_get_num_entries(groups) < detailed_room())
+			group = static_cast<ReportGroup *>(hash_search(groups, &key, HASH_ENTER_NULL, &found));
+		if (group == nullptr)
+			group =
+			    static_cast<ReportGroup *>(hash_search(groups, &relation, HASH_ENTER_NULL, &found));
 		if (group != nullptr && !found)
 			start_group(group, now);
 	}
@@ -245,6 +278,7 @@ FENCING_FUNCTION(fencing_rollout_report)
 		TimestampTz first = group->first_seen, last = group->last_seen;
 		SpinLockRelease(&group->mutex);
 		bool overflow = group->key.relid == InvalidOid;
+		bool whole_relation = !OidIsValid(group->key.roleid);
 		Datum values[7] = {ObjectIdGetDatum(group->key.relid),
 		                   ObjectIdGetDatum(group->key.roleid),
 		                   CStringGetTextDatum(group->key.application),
@@ -252,8 +286,8 @@ FENCING_FUNCTION(fencing_rollout_report)
 		                   Int64GetDatum(static_cast<int64>(count)),
 		                   TimestampTzGetDatum(first),
 		                   TimestampTzGetDatum(last)};
-		bool nulls[7] = {overflow, overflow || !detail, overflow || !detail, false, false, false,
-		                 false};
+		bool hidden = whole_relation || !detail;
+		bool nulls[7] = {overflow, hidden, hidden, false, false, false, false};
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	};
 	LWLockAcquire(shared->lock, LW_SHARED);

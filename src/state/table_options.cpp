@@ -10,6 +10,7 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/hsearch.h"
+#include "storage/sinval.h"
 #include "utils/inval.h"
 #include "utils/snapmgr.h"
 }
@@ -72,7 +73,20 @@ TableOptions options_of(Relation rel)
 	    static_cast<CacheEntry *>(hash_search(cache, &registration.relid, HASH_FIND, &found));
 	if (found)
 		return entry->options;
-	TableOptions read = read_options(registration.relid);
+	/*
+	 * The read's snapshot is taken before its lock on the table of options,
+	 * whose grant processes invalidations: a change committed in between
+	 * would be read as it was and its invalidation spent on an entry not
+	 * made yet.  So a read during which any invalidation arrived is read
+	 * again, as the relcache does.
+	 */
+	TableOptions read;
+	for (;;) {
+		uint64 invalidations = SharedInvalidMessageCounter;
+		read = read_options(registration.relid);
+		if (invalidations == SharedInvalidMessageCounter)
+			break;
+	}
 	/* The hash table may have been reset meanwhile: look the slot up again. */
 	entry = static_cast<CacheEntry *>(hash_search(cache, &registration.relid, HASH_ENTER, &found));
 	entry->options = read;
