@@ -105,6 +105,23 @@ SELECT renewal_gaps, renewal_gap_p50 >= '50 ms' AS p50, renewal_gap_p99 >= renew
        expired_while_held, suggested_ttl = 3 * renewal_gap_p99 AS suggested
 FROM fencing.lease_health WHERE prefix = 'gap:';
 
+-- The stretch from the last renewal (or the grant) to the release is a
+-- gap the TTL must cover too: a holder that renews quickly and then works
+-- 300 ms before it releases, and one that never renews, get a suggested TTL
+-- above what they held without a call.
+SELECT fencing.acquire('tail:1', 'a', '1 min') AS tail1 \gset
+SELECT fencing.renew('tail:1', 'a', :tail1, '1 min');
+SELECT fencing.renew('tail:1', 'a', :tail1, '1 min');
+SELECT pg_sleep(0.3);
+SELECT fencing.release('tail:1', 'a', :tail1);
+SELECT renewal_gaps, renewal_gap_max >= '300 ms' AS tail_measured, suggested_ttl >= '300 ms' AS covers_tail
+FROM fencing.lease_health WHERE prefix = 'tail:';
+SELECT fencing.acquire('once:1', 'a', '1 min') AS once1 \gset
+SELECT pg_sleep(0.1);
+SELECT fencing.release('once:1', 'a', :once1);
+SELECT renewal_gaps, suggested_ttl >= '100 ms' AS covers_hold
+FROM fencing.lease_health WHERE prefix = 'once:';
+
 -- A renewal within 10 % of the expiry: 300 ms leases renewed after 285 ms
 -- (tried again on a busy machine whose sleep overslept the lease).
 DO $$
@@ -120,13 +137,16 @@ END
 $$;
 SELECT late_renewals FROM fencing.lease_health WHERE prefix = 'late:';
 
--- Bounded: 120 prefixes of the server have rows of their own, the others
--- count in their database's row "other".
+-- Bounded: 32 prefixes of a database have rows of their own, the others
+-- count in their database's row "other", and so does a resource named
+-- "other" (the view never has two rows of one prefix).
+SELECT fencing.acquire('other', 'a', '1 min') IS NOT NULL AS granted;
 SELECT count(*) FROM generate_series(1, 130) i
 WHERE fencing.acquire('many' || i || ':x', 'a', '1 min') IS NOT NULL;
 SELECT count(*) FILTER (WHERE prefix LIKE 'many%') < 130 AS bounded,
        count(*) FILTER (WHERE prefix = 'other') AS other_rows,
-       sum(grants) FILTER (WHERE prefix LIKE 'many%' OR prefix = 'other') AS grants
+       sum(grants) FILTER (WHERE prefix LIKE 'many%' OR prefix = 'other') AS grants,
+       count(*) = count(DISTINCT prefix) AS unique_prefixes
 FROM fencing.lease_stats;
 
 -- fencing.stats off: not counted.
@@ -178,3 +198,20 @@ DROP ROLE lease_stats_reader;
 SELECT fencing.lease_stats_reset();
 SELECT count(*) FROM fencing.lease_stats;
 SELECT count(*) FROM fencing.lease_health;
+
+-- The prefixes of one database cannot take another database's rows: a
+-- database has at most 32 rows of prefixes, whatever names its roles use.
+SELECT current_database() AS home \gset
+CREATE DATABASE lease_stats_flood;
+\c lease_stats_flood
+CREATE EXTENSION fencing;
+SELECT count(*) FROM generate_series(1, 200) i
+WHERE fencing.acquire('flood' || i, 'a', '1 min') IS NOT NULL;
+SELECT count(*) FILTER (WHERE prefix <> 'other') AS prefix_rows,
+       sum(grants) FILTER (WHERE prefix = 'other') AS in_other, sum(grants) AS grants
+FROM fencing.lease_stats;
+\c :home
+SELECT fencing.acquire('mine:1', 'a', '1 min') IS NOT NULL AS granted;
+SELECT prefix, grants FROM fencing.lease_stats;
+DROP DATABASE lease_stats_flood;
+SELECT fencing.lease_stats_reset();

@@ -2,14 +2,21 @@
  * Lease counters and lease health: one row per (database, resource prefix)
  * in shared memory, a fixed array of prefix_rows; the prefix of a resource
  * is its name up to and including its first ':' (the whole name without
- * one).  A prefix that finds no free row is counted in its database's row
- * "other" (other_rows of the rows are kept for those).  Beside them, a
- * fixed-size hash table remembers the last lease of up to tracked_max
+ * one).  A database has at most rows_per_database rows of prefixes, so
+ * that the roles of one database, whatever names they choose, cannot take
+ * the rows of another's; a prefix that finds no room is counted in its
+ * database's row "other" (other_rows of the rows are kept for those).  Beside them, a
+ * set-associative table remembers the last lease of up to tracked_max
  * resources (its token, when it was granted and last renewed, when it
  * expires), from which renewal gaps, hold times and expiries while held
- * are measured; when it is full, a released lease, else the one renewed
- * longest ago, makes room (a lease it forgot is still counted, only not
- * measured).  One LWLock guards both.
+ * are measured: a resource has tracked_ways places of its own (chosen by
+ * the hash of its name), and when they are full, a released lease among
+ * them, else the one renewed longest ago, makes room (a lease it forgot is
+ * still counted, only not measured).  One LWLock guards both; every call
+ * counted under it costs a bounded time (a scan of the prefix rows and of
+ * tracked_ways places, never of the whole table), and a transaction's calls
+ * are counted calls_per_lock at a time, so that a transaction with many
+ * calls does not hold up the commits of the others.
  *
  * The lease path only appends a call to a list in backend memory: the
  * calls of a transaction are counted when it commits (a rolled-back grant
@@ -19,9 +26,9 @@
  * it is matched against the leases at once.
  *
  * Durations go into histograms of log2 buckets of milliseconds (bucket 0:
- * below 1 ms, bucket b: from 2^(b-1) to 2^b ms); a percentile is the upper
- * bound of its bucket (at most twice the true value), capped by the
- * exact maximum.
+ * below 1 ms, bucket b: from 2^(b-1) to 2^b ms, the last one unbounded); a
+ * percentile is the upper bound of its bucket (at most twice the true
+ * value), capped by the exact maximum; in the last bucket, the maximum.
  */
 #include "reporting/lease_stats.hpp"
 #include "reporting/stats.hpp"
@@ -37,7 +44,6 @@ extern "C" {
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
-#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 }
@@ -50,10 +56,14 @@ namespace fencing
 namespace
 {
 
-constexpr int prefix_length = 64; /* bytes kept of a prefix, with the terminator */
-constexpr int prefix_rows = 128;  /* rows for the whole server ... */
-constexpr int other_rows = 8;     /* ... of which these only for databases' "other" rows */
-constexpr long tracked_max = 4096;
+constexpr int prefix_length = 64;     /* bytes kept of a prefix, with the terminator */
+constexpr int prefix_rows = 256;      /* rows for the whole server ... */
+constexpr int other_rows = 32;        /* ... of which these only for databases' "other" rows */
+constexpr int rows_per_database = 32; /* rows of prefixes one database may have */
+constexpr const char *other_name = "other";
+constexpr int tracked_ways = 8;                 /* places a resource may take */
+constexpr int tracked_max = 512 * tracked_ways; /* leases remembered */
+constexpr int calls_per_lock = 256;             /* calls counted per hold of the lock at commit */
 constexpr int buckets = 32;
 constexpr int max_calls = 65536; /* calls of one transaction counted; the rest are not */
 
@@ -95,6 +105,7 @@ struct TrackedKey {
 
 /* The last lease of a resource, as the committed calls showed it. */
 struct Tracked {
+	bool in_use;
 	TrackedKey key;
 	int64 token;
 	TimestampTz granted_at;
@@ -111,12 +122,12 @@ FENCING_PLAIN_DATA(Tracked);
 
 struct Shared {
 	PrefixRow rows[prefix_rows];
+	Tracked leases[tracked_max]; /* tracked_ways places per set, tracked_max / tracked_ways sets */
 };
 FENCING_PLAIN_DATA(Shared);
 
 LWLock *lock = nullptr;
 Shared *shared = nullptr; /* nullptr when not preloaded */
-HTAB *tracked = nullptr;
 
 enum class Call : uint8 { grant, refused, renewed, renew_failed, released, release_failed };
 
@@ -140,7 +151,7 @@ int call_room = 0;
 
 Size shared_size()
 {
-	return add_size(MAXALIGN(sizeof(Shared)), hash_estimate_size(tracked_max, sizeof(Tracked)));
+	return MAXALIGN(sizeof(Shared));
 }
 
 int64 interval_us(Datum ttl)
@@ -208,6 +219,7 @@ PrefixRow *prefix_row(Oid dbid, const char *prefix)
 	PrefixRow *free_row = nullptr;
 	PrefixRow *other = nullptr;
 	int used = 0;
+	int used_here = 0;
 	for (PrefixRow &row : shared->rows) {
 		if (!row.in_use) {
 			if (free_row == nullptr)
@@ -221,13 +233,18 @@ PrefixRow *prefix_row(Oid dbid, const char *prefix)
 			other = &row;
 		else if (strcmp(row.prefix, prefix) == 0)
 			return &row;
+		else
+			used_here++;
 	}
-	if (free_row != nullptr && used < prefix_rows - other_rows) {
+	/* A resource named "other" counts in that row: two rows of one name would be one series twice.
+	 */
+	if (free_row != nullptr && used < prefix_rows - other_rows && used_here < rows_per_database &&
+	    strcmp(prefix, other_name) != 0) {
 		init_row(free_row, dbid, prefix, false);
 		return free_row;
 	}
 	if (other == nullptr && free_row != nullptr) {
-		init_row(free_row, dbid, "other", true);
+		init_row(free_row, dbid, other_name, true);
 		other = free_row;
 	}
 	return other;
@@ -243,35 +260,31 @@ void add_duration(Histogram *histogram, int64 us)
 	histogram->max_us = Max(histogram->max_us, us);
 }
 
-/* The remembered lease of a resource; made (evicting one if full) when `make`. */
+/*
+ * The remembered lease of a resource; made (taking the place of another of
+ * its set if they are all used) when `make`.  Looks at tracked_ways places.
+ */
 Tracked *tracked_lease(uint64 resource, bool make)
 {
-	TrackedKey key;
-	memset(&key, 0, sizeof key);
-	key.dbid = MyDatabaseId;
-	key.resource = resource;
-	bool found;
-	auto *lease = static_cast<Tracked *>(hash_search(tracked, &key, HASH_FIND, &found));
-	if (lease != nullptr || !make)
-		return lease;
-	lease = static_cast<Tracked *>(hash_search(tracked, &key, HASH_ENTER_NULL, &found));
-	if (lease == nullptr) {
-		HASH_SEQ_STATUS status;
-		Tracked *victim = nullptr;
-		hash_seq_init(&status, tracked);
-		for (Tracked *t; (t = static_cast<Tracked *>(hash_seq_search(&status))) != nullptr;)
-			if (victim == nullptr || (t->released && !victim->released) ||
-			    (t->released == victim->released && t->last_at < victim->last_at))
-				victim = t;
-		hash_search(tracked, &victim->key, HASH_REMOVE, &found);
-		lease = static_cast<Tracked *>(hash_search(tracked, &key, HASH_ENTER, &found));
+	Tracked *set = &shared->leases[(resource % (tracked_max / tracked_ways)) * tracked_ways];
+	Tracked *victim = nullptr;
+	for (int way = 0; way < tracked_ways; way++) {
+		Tracked *t = &set[way];
+		if (t->in_use && t->key.dbid == MyDatabaseId && t->key.resource == resource)
+			return t;
+		if (victim == nullptr || !t->in_use ||
+		    (victim->in_use && ((t->released && !victim->released) ||
+		                        (t->released == victim->released && t->last_at < victim->last_at))))
+			victim = t;
 	}
-	lease->token = 0;
-	lease->released = true;
-	lease->expiry_counted = false;
-	lease->expired_token = 0;
-	lease->stale_counted = false;
-	return lease;
+	if (!make)
+		return nullptr;
+	memset(victim, 0, sizeof *victim);
+	victim->in_use = true;
+	victim->key.dbid = MyDatabaseId;
+	victim->key.resource = resource;
+	victim->released = true;
+	return victim;
 }
 
 /*
@@ -353,6 +366,8 @@ void count_call(const PendingCall &c)
 	case Call::released:
 		row->releases++;
 		if (lease != nullptr && lease->token == c.token && !lease->released) {
+			/* The stretch up to the release is one the TTL had to cover too. */
+			add_duration(&row->gaps, c.at - lease->last_at);
 			add_duration(&row->holds, c.at - lease->granted_at);
 			lease->released = true;
 		}
@@ -421,11 +436,6 @@ void lease_stats_startup_shmem()
 	shared = static_cast<Shared *>(ShmemInitStruct("fencing lease stats", sizeof(Shared), &found));
 	if (!found)
 		memset(shared, 0, sizeof(Shared));
-	HASHCTL ctl;
-	ctl.keysize = sizeof(TrackedKey);
-	ctl.entrysize = sizeof(Tracked);
-	tracked = ShmemInitHash("fencing tracked leases", tracked_max, tracked_max, &ctl,
-	                        HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -437,12 +447,13 @@ void lease_stats_end_of_transaction(XactEvent event)
 		return;
 	if (call_count == 0)
 		return;
-	if (commit && shared != nullptr) {
-		LWLockAcquire(lock, LW_EXCLUSIVE);
-		for (int i = 0; i < call_count; i++)
-			count_call(calls[i]);
-		LWLockRelease(lock);
-	}
+	if (commit && shared != nullptr)
+		for (int first = 0; first < call_count; first += calls_per_lock) {
+			LWLockAcquire(lock, LW_EXCLUSIVE);
+			for (int i = first; i < Min(call_count, first + calls_per_lock); i++)
+				count_call(calls[i]);
+			LWLockRelease(lock);
+		}
 	call_count = 0;
 }
 
@@ -488,6 +499,9 @@ int64 percentile_us(const Histogram &histogram, double fraction)
 		if (seen >= rank)
 			break;
 	}
+	/* The last bucket has no upper bound (2^31 ms is under 25 days; a TTL may be 366). */
+	if (bucket == buckets - 1)
+		return histogram.max_us;
 	int64 bound = (int64{1} << bucket) * 1000;
 	return Min(bound, histogram.max_us);
 }
@@ -559,7 +573,8 @@ FENCING_FUNCTION(fencing_lease_stats)
 }
 
 /*
- * fencing._lease_health(): renewal gaps and hold times per prefix, late
+ * fencing._lease_health(): renewal gaps (from a grant or renewal to the next
+ * renewal or release) and hold times per prefix, late
  * renewals, expiries while held and the stale refusals that followed them,
  * and the suggested TTL: the larger of 3 x the p99 renewal gap and 2 x the
  * longest gap of a holder that came back to a lease expired while held.
