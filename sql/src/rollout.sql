@@ -55,3 +55,14 @@ COMMENT ON VIEW fencing.rollout_report IS
 'writes that report-only guards accepted and enforcement would refuse, by relation, role, application_name and reason';
 REVOKE ALL ON fencing.rollout_report FROM PUBLIC;
 GRANT SELECT ON fencing.rollout_report TO pg_read_all_stats;
+
+-- Sets the stored token of the row with `key` (or, with no such row, the
+-- marks of that deleted key) to `token`, lower than before or not: the
+-- repair for a row a writer pinned at a token no real holder reaches.  For
+-- the table's owner; logged.  Returns the token it replaced.
+CREATE OR REPLACE FUNCTION fencing.reset_token(target regclass, key jsonb, token bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_reset_token'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION fencing.reset_token(regclass, jsonb, bigint) IS
+'sets the stored token of a row (or of a deleted key''s marks) to a given token, lower or not; for the table''s owner';

@@ -8,6 +8,7 @@
  */
 #include "admin/ddl.hpp"
 #include "base/compat.hpp"
+#include "catalog/citus_names.hpp"
 #include "catalog/relation.hpp"
 #include "legacy/helpers_0_3_0.hpp"
 #include "state/registry.hpp"
@@ -18,11 +19,32 @@ extern "C" {
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 }
 
 using namespace fencing;
+
+/*
+ * The guards of a Citus table's shards do not read the table's options (they
+ * run where the registry and fencing.table_options are not, and Citus copies
+ * only the trigger's arguments): they would enforce a table set to
+ * report-only, accept tokens above its ceiling and refuse its maintainer's
+ * writes.  So the options other than the defaults are refused there.
+ */
+static void refuse_option_on_citus(Oid relid, const char *option)
+{
+	if (!citus_is_distributed(relid))
+		return;
+	ereport(ERROR,
+	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+	         errmsg("%s is not supported on Citus table \"%s\"", option, get_rel_name(relid)),
+	         errdetail("The guards of its shards on the workers do not read the table's options: "
+	                   "they enforce every write, with no max_token and no maintainer."),
+	         errhint("Protect a Citus table with enforce => true and no max_token; roll out "
+	                 "report-only before create_distributed_table(), then protect it again.")));
+}
 
 /*
  * protect(target, token_column, mode[, enforce, max_token]): for the table's
@@ -63,6 +85,10 @@ static void protect_table(FunctionCallInfo fcinfo, bool with_options)
 		                   "with it."),
 		         errhint("Protect a permanent table.")));
 	relation_close(rel, NoLock);
+	if (!enforce)
+		refuse_option_on_citus(relid, "report-only mode (enforce => false)");
+	if (max_token > 0)
+		refuse_option_on_citus(relid, "max_token");
 	char *column = pstrdup(NameStr(*PG_GETARG_NAME(1)));
 	char *mode_text = TextDatumGetCString(PG_GETARG_DATUM(2));
 	fencing::Mode mode;
@@ -116,6 +142,8 @@ FENCING_FUNCTION(fencing_set_maintainer)
 	if (OidIsValid(role) && !SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
 		                errmsg("role with OID %u does not exist", role)));
+	if (OidIsValid(role))
+		refuse_option_on_citus(relid, "a maintainer");
 	if (!record_maintainer(relid, role))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("relation \"%s\" is not protected", name),
@@ -138,6 +166,8 @@ FENCING_FUNCTION(fencing_set_enforce)
 	require_owner(rel);
 	const char *name = pstrdup(RelationGetRelationName(rel));
 	relation_close(rel, NoLock);
+	if (!PG_GETARG_BOOL(1))
+		refuse_option_on_citus(relid, "report-only mode (enforce => false)");
 	if (!record_enforce(relid, PG_GETARG_BOOL(1)))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("relation \"%s\" is not protected", name),

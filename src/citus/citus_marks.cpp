@@ -119,16 +119,29 @@ int64 citus_raise_compaction_floor(MarkStore *store, List *, int64 below, Oid *,
 	return citus_remove_marks(store->citus_id, below);
 }
 
+/*
+ * The marks of a distributed table are on the workers, and its rows' guards
+ * there do not see reset_token()'s registration: refused (reset_token()
+ * refuses distributed tables before this).
+ */
+int64 citus_reset_marks(MarkStore *store, List *relations, const KeyHash &key, int64 token)
+{
+	if (!distributed(store))
+		return local_mark_store.reset_marks(store, relations, key, token);
+	ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+	                errmsg("the marks of a Citus distributed table cannot be reset")));
+}
+
 int citus_write_alone(MarkStore *, const Node *call)
 {
 	return citus_call_is_statement(call) ? citus_commit_alone() : -1;
 }
 
 const MarkStoreKind citus_mark_store = {
-    citus_write_floor,          citus_record,           citus_find,
-    citus_find_for_table,       citus_truncate_shown,   citus_truncate_bar,
-    citus_raise_truncate_floor, citus_highest_mark,     citus_raise_compaction_floor,
-    citus_write_alone,          citus_commit_alone_end,
+    citus_write_floor,          citus_record,         citus_find,
+    citus_find_for_table,       citus_truncate_shown, citus_truncate_bar,
+    citus_raise_truncate_floor, citus_highest_mark,   citus_raise_compaction_floor,
+    citus_reset_marks,          citus_write_alone,    citus_commit_alone_end,
 };
 
 } // namespace

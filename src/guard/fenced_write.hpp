@@ -12,6 +12,10 @@
  * registration for one row: the first BEFORE UPDATE on the target (or one of
  * its partitions), with the registered key, assigning the registered token.
  * Nested calls stack.
+ *
+ * reset_token() registers its UPDATE the same way, marked `resets`: for that
+ * one row the guard takes the token as it is, lower than the stored one or
+ * not (the check ran in reset_token(), which only the table's owner may call).
  */
 #pragma once
 
@@ -25,6 +29,7 @@ struct FencedWrite {
 	const Datum *key;   /* the row's key, in primary key index order */
 	int64 token;        /* the token argument */
 	bool taken;         /* the guard has recognised the row */
+	bool resets;        /* reset_token(): the token replaces the stored one, unchecked */
 	FencedWrite *outer; /* a fenced_update() this one runs inside, or nullptr */
 };
 FENCING_PLAIN_DATA(FencedWrite);

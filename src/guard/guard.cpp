@@ -379,6 +379,20 @@ bool fenced_update_row(const Write &w, HeapTuple old_row, int64 assigned)
 }
 
 /*
+ * Is this the row whose token reset_token() sets, to the value `new_row`
+ * assigns?  Then that value stands, lower than the stored one or not.
+ */
+bool reset_token_row(const Write &w, HeapTuple old_row, HeapTuple new_row)
+{
+	FencedWrite *write = running_fenced_write;
+	if (write == nullptr || !write->resets)
+		return false;
+	bool isnull;
+	Datum value = heap_getattr(new_row, w.fence->token_attnum, RelationGetDescr(w.rel), &isnull);
+	return !isnull && fenced_update_row(w, old_row, DatumGetInt64(value));
+}
+
+/*
  * The token of an UPDATE that assigns the token column (docs/design.md).  Without
  * fencing.token it is the assigned value.  With it, the value the row
  * already has is no token (an ORM writes back every column it loaded): the
@@ -483,9 +497,11 @@ Datum guard_update(const Write &w, const Lend *taken)
 		         errhint("Run fencing.protect() on the protected table again.")));
 	HeapTuple old_row = w.trigger->tg_trigtuple;
 	HeapTuple new_row = w.trigger->tg_newtuple;
-	int64 stored = bar(w, stored_token(w.rel, old_row, w.fence->token_attnum));
 	bool assigned = bms_is_member(w.fence->token_attnum - FirstLowInvalidHeapAttributeNumber,
 	                              w.trigger->tg_updatedcols);
+	if (assigned && reset_token_row(w, old_row, new_row))
+		return PointerGetDatum(new_row);
+	int64 stored = bar(w, stored_token(w.rel, old_row, w.fence->token_attnum));
 	int64 presented;
 	bool valid = true;
 	if (assigned) {

@@ -93,6 +93,11 @@ int64 local_raise_compaction_floor(MarkStore *, List *tree, int64 below, Oid *ba
 	return 0;
 }
 
+int64 local_reset_marks(MarkStore *, List *relations, const KeyHash &key, int64 token)
+{
+	return reset_marks(relations, key, token);
+}
+
 int local_write_alone(MarkStore *, const Node *)
 {
 	return -1;
@@ -112,6 +117,7 @@ const MarkStoreKind local_mark_store = {
     local_raise_truncate_floor,
     local_highest_mark,
     local_raise_compaction_floor,
+    local_reset_marks,
     local_write_alone,
     local_write_alone_end,
 };

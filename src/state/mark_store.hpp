@@ -66,6 +66,11 @@ struct MarkStoreKind {
 	int64 (*raise_compaction_floor)(MarkStore *store, List *tree, int64 below, Oid *batched,
 	                                int *nbatched);
 	/*
+	 * reset_token(): sets the marks of `key` over `relations` (the table's
+	 * tree and its ancestors) to `token`; returns the highest there was, or 0.
+	 */
+	int64 (*reset_marks)(MarkStore *store, List *relations, const KeyHash &key, int64 token);
+	/*
 	 * fenced_update() that is its whole statement `call`: may its write
 	 * commit where the row lives in the same round trip?  Returns what
 	 * write_alone_end() takes, or -1 for no.

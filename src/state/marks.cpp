@@ -123,6 +123,26 @@ void record_mark(const MarkScope &scope, const KeyHash &key, int64 token)
 	                    3, types, values);
 }
 
+int64 reset_marks(List *relations, const KeyHash &key, int64 token)
+{
+	Oid types[3] = {REGCLASSARRAYOID, BYTEAOID, INT8OID};
+	Datum values[3] = {relid_array(relations), key_hash_datum(key), Int64GetDatum(token)};
+	return run_sql(
+	    "WITH marks AS ("
+	    " SELECT pg_catalog.max(token) AS token FROM fencing.deleted_keys"
+	    "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1) AND key OPERATOR(pg_catalog.=) $2),"
+	    " reset AS ("
+	    " UPDATE fencing.deleted_keys SET token = $3, deleted_at = pg_catalog.now()"
+	    "  WHERE relid OPERATOR(pg_catalog.=) ANY ($1) AND key OPERATOR(pg_catalog.=) $2)"
+	    " SELECT token FROM marks",
+	    3, types, values, InvalidSnapshot, false, true, [&](int rc) {
+		    expect_result(rc, SPI_OK_SELECT, "resetting marks");
+		    bool isnull = true;
+		    Datum previous = SPI_processed > 0 ? result_value(0, 1, &isnull) : 0;
+		    return isnull ? 0 : DatumGetInt64(previous);
+	    });
+}
+
 namespace
 {
 

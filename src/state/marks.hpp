@@ -43,6 +43,13 @@ bool find_high_water(const MarkScope &scope, const KeyHash &key, int64 *mark);
 void record_mark(const MarkScope &scope, const KeyHash &key, int64 token);
 
 /*
+ * reset_token(): sets every mark of `key` kept under `relations` (a table's
+ * partition tree and its ancestors) to `token`, lower or higher; returns the
+ * highest mark there was, 0 if none.
+ */
+int64 reset_marks(List *relations, const KeyHash &key, int64 token);
+
+/*
  * Records that `relid` takes no new key below `token` (TRUNCATE), or with
  * `every_write` no write at all (compact()); a floor never goes down.
  */

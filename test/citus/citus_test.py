@@ -195,6 +195,44 @@ def bad_inputs():
 
 
 @test
+def rollout_options_refused():
+    """Report-only, max_token and a maintainer are refused on Citus tables (their shards'
+    guards would not honour them); reset_token() too; nothing changes."""
+    distributed("orders", rows=3)
+    q("DROP TABLE IF EXISTS fresh")
+    q("CREATE TABLE fresh (id int PRIMARY KEY, v text)")
+    q("SELECT create_distributed_table('fresh', 'id')")
+    expect_error("0A000", "SELECT fencing.protect('fresh', enforce => false)",
+                 contains=['report-only mode (enforce => false) is not supported on Citus table "fresh"'])
+    expect_error("0A000", "SELECT fencing.protect('fresh', max_token => 1000)", contains=["max_token"])
+    assert one("SELECT count(*) FROM fencing.protected_tables WHERE relation = 'fresh'::regclass") == 0
+    assert one("SELECT count(*) FROM pg_attribute WHERE attrelid = 'fresh'::regclass"
+               " AND attname = 'last_fencing_token'") == 0
+    expect_error("0A000", "SELECT fencing.protect('orders', enforce => false)")
+    expect_error("0A000", "SELECT fencing.set_enforce('orders', false)", contains=["report-only"])
+    expect_error("0A000", "SELECT fencing.set_maintainer('orders', current_user::regrole)",
+                 contains=["a maintainer"])
+    assert one("SELECT (enforce, max_token, maintainer) IS NOT DISTINCT FROM (true, NULL::bigint, NULL::regrole)"
+               " FROM fencing.protected_tables WHERE relation = 'orders'::regclass")
+    # The defaults are accepted, and the shards keep enforcing.
+    q("SELECT fencing.set_enforce('orders', true)")
+    q("SELECT fencing.set_maintainer('orders', NULL)")
+    q("SELECT fencing.protect('orders', enforce => true, max_token => NULL)")
+    tx_error("23T02", None, "UPDATE orders SET v = 'x' WHERE id = 1")
+    # A Citus local table is refused the same way.
+    q("DROP TABLE IF EXISTS cl")
+    q("CREATE TABLE cl (id int PRIMARY KEY)")
+    q("SELECT citus_add_local_table_to_metadata('cl')")
+    expect_error("0A000", "SELECT fencing.protect('cl', enforce => false)")
+    # reset_token(): the rows and marks are on the workers, whose guards refuse a lower token.
+    in_tx(9223372036854775807, "UPDATE orders SET v = 'pinned' WHERE id = 2")
+    expect_error("0A000", "SELECT fencing.reset_token('orders', '{\"id\": 2}', 5)",
+                 contains=["Citus distributed table"])
+    assert token_of("orders", 2) == 9223372036854775807
+    q("DROP TABLE fresh, cl")
+
+
+@test
 def split_brain():
     """The split brain of docs/design.md on a distributed table, PostgreSQL leases on the coordinator."""
     q("DROP TABLE IF EXISTS accounts")

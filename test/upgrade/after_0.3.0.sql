@@ -336,6 +336,17 @@ SELECT fencing.protect('jobs', max_token => 1000);
 INSERT INTO jobs VALUES (100, 'huge', 1001);
 \echo :LAST_ERROR_SQLSTATE
 SELECT fencing.protect('jobs');
+-- reset_token() on state kept through the update: row 6 (deleted at 12 and
+-- inserted again, so its key has a mark of 12 from 0.3.0) goes down to 11,
+-- its mark with it, and 0.3.0's compaction floor (8) still holds.
+SELECT fencing.reset_token('jobs', '{"id": 6}', 11) AS previous;
+SELECT token FROM fencing.deleted_keys WHERE relid = 'jobs'::regclass ORDER BY token;
+BEGIN; SET LOCAL fencing.token = 11;
+DELETE FROM jobs WHERE id = 6; INSERT INTO jobs VALUES (6, 'repaired');
+COMMIT;
+SELECT id, state, last_fencing_token FROM jobs WHERE id = 6;
+SELECT fencing.reset_token('jobs', '{"id": 6}', 7);
+\echo :LAST_ERROR_SQLSTATE
 -- The default rights again, as a fresh install has them (objects.sql compares).
 REVOKE EXECUTE ON FUNCTION fencing.protect(regclass, name, text, boolean, bigint) FROM fencing_upgrade_owner;
 GRANT EXECUTE ON FUNCTION fencing.protect(regclass, name, text, boolean, bigint) TO PUBLIC;
