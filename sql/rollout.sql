@@ -238,3 +238,20 @@ SELECT stale_reported, missing_reported, maintenance_writes FROM fencing.stats
 WHERE relation = 'ro_upsert'::regclass;
 SELECT fencing.rollout_report_reset();
 DROP TABLE ro_upsert;
+
+-- protect() sets every option it takes: run again on a protected table, it
+-- says which recorded options it changed and how to keep them; the
+-- maintainer stays.  The same options, or a first protect(), say nothing.
+CREATE TABLE ro_again (id int PRIMARY KEY, v text);
+SELECT fencing.protect('ro_again');
+SELECT fencing.protect('ro_again', enforce => false, max_token => 1000);
+SELECT fencing.protect('ro_again', enforce => false, max_token => 1000);
+SELECT fencing.set_maintainer('ro_again', current_user::regrole);
+SELECT fencing.protect('ro_again');
+SELECT enforce, max_token, maintainer = current_user::regrole AS maintainer_kept
+FROM fencing.table_options WHERE relid = 'ro_again'::regclass;
+SELECT fencing.set_enforce('ro_again', false);
+SELECT fencing.protect('ro_again', max_token => 5);
+SELECT fencing.unprotect('ro_again');
+SELECT fencing.protect('ro_again', enforce => false);
+DROP TABLE ro_again;
