@@ -334,9 +334,16 @@ int64 bar(const Write &w, int64 stored)
 	return std::max(stored, marks->kind->write_floor(marks));
 }
 
-/* Records that `row`'s key went away under `token`. */
+/*
+ * Records that `row`'s key went away under `token`.  Token 0 (a row never
+ * written with a token, deleted by a report-only guard or a maintenance
+ * write, which keep the stored token) leaves no mark: a key without one
+ * already takes any token.
+ */
 void mark_deleted(const Write &w, HeapTuple row, const KeyHash &key, int64 token)
 {
+	if (token <= 0)
+		return;
 	w.info->marks.kind->record(&w.info->marks, row, key, token);
 }
 
