@@ -319,10 +319,11 @@ UPDATE moved_last SET v = 'move' WHERE id = 1;
 COMMIT;
 SELECT * FROM moved_first UNION ALL SELECT * FROM moved_last;
 -- A trigger created where the event trigger does not fire (replica role):
--- the guard refuses UPDATEs (55000) until protect() runs again.
+-- the guard refuses UPDATEs (55000) until protect() runs again; its hint
+-- names the table's options, which protect() would otherwise reset.
 CREATE TABLE moved_quietly (LIKE moved_first);
 ALTER TABLE moved_quietly ADD PRIMARY KEY (id);
-SELECT fencing.protect('moved_quietly');
+SELECT fencing.protect('moved_quietly', max_token => 1000);
 INSERT INTO moved_quietly VALUES (1, 'a', 10), (2, 'b', 10);
 BEGIN;
 SET LOCAL fencing.token = 50;
@@ -336,7 +337,7 @@ SET LOCAL fencing.token = 20;
 UPDATE moved_quietly SET v = 'move' WHERE id = 1;
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
-SELECT fencing.protect('moved_quietly');
+SELECT fencing.protect('moved_quietly', max_token => 1000);
 BEGIN;
 SET LOCAL fencing.token = 20;
 UPDATE moved_quietly SET v = 'move' WHERE id = 1;

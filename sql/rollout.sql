@@ -238,3 +238,43 @@ SELECT stale_reported, missing_reported, maintenance_writes FROM fencing.stats
 WHERE relation = 'ro_upsert'::regclass;
 SELECT fencing.rollout_report_reset();
 DROP TABLE ro_upsert;
+
+-- protect() sets every option it takes: run again on a protected table, it
+-- says which recorded options it changed and how to keep them; the
+-- maintainer stays.  The same options, or a first protect(), say nothing.
+CREATE TABLE ro_again (id int PRIMARY KEY, v text);
+SELECT fencing.protect('ro_again');
+SELECT fencing.protect('ro_again', enforce => false, max_token => 1000);
+SELECT fencing.protect('ro_again', enforce => false, max_token => 1000);
+SELECT fencing.set_maintainer('ro_again', current_user::regrole);
+SELECT fencing.protect('ro_again');
+SELECT enforce, max_token, maintainer = current_user::regrole AS maintainer_kept
+FROM fencing.table_options WHERE relid = 'ro_again'::regclass;
+SELECT fencing.set_enforce('ro_again', false);
+SELECT fencing.protect('ro_again', max_token => 5);
+SELECT fencing.unprotect('ro_again');
+SELECT fencing.protect('ro_again', enforce => false);
+DROP TABLE ro_again;
+
+-- Rows written before protect() have token 0: report-only and maintenance
+-- writes delete them (and move their key) without a mark, which token 0
+-- would not make (a key without a mark takes any token).
+CREATE TABLE ro_zero (id int PRIMARY KEY, v text);
+INSERT INTO ro_zero VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd');
+SELECT fencing.protect('ro_zero', enforce => false);
+DELETE FROM ro_zero WHERE id = 1;
+UPDATE ro_zero SET id = 5 WHERE id = 2;
+SELECT fencing.set_enforce('ro_zero', true);
+BEGIN;
+SET LOCAL fencing.maintenance = on;
+DELETE FROM ro_zero WHERE id = 3;
+UPDATE ro_zero SET id = 6 WHERE id = 4;
+COMMIT;
+SELECT * FROM ro_zero ORDER BY id;
+SELECT count(*) AS marks FROM fencing.deleted_keys WHERE relid = 'ro_zero'::regclass;
+BEGIN;
+SET LOCAL fencing.token = 1;
+INSERT INTO ro_zero VALUES (1, 'again'), (3, 'again');
+COMMIT;
+SELECT * FROM ro_zero ORDER BY id;
+DROP TABLE ro_zero;

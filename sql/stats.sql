@@ -46,6 +46,24 @@ SET fencing.log_rejections = 'all';
 UPDATE counted SET v = 'y' WHERE id = 4;
 RESET client_min_messages;
 RESET fencing.log_rejections;
+-- A token above the table's max_token (22023) is logged as a stale one is
+-- (log_rejections 'stale' or 'all') and not counted: the counters are the
+-- refusals by the stored token.
+CREATE TABLE ceilinged (id int PRIMARY KEY, v text);
+SELECT fencing.protect('ceilinged', max_token => 100);
+INSERT INTO ceilinged VALUES (1, 'a', 10);
+SELECT fencing.stats_reset();
+SET fencing.log_rejections = 'stale';
+SET client_min_messages = 'log';
+UPDATE ceilinged SET v = 'b', last_fencing_token = 101 WHERE id = 1;
+INSERT INTO ceilinged VALUES (2, 'a', 1000);
+SET fencing.log_rejections = 'off';
+UPDATE ceilinged SET v = 'b', last_fencing_token = 101 WHERE id = 1;
+RESET client_min_messages;
+RESET fencing.log_rejections;
+SELECT writes_accepted, stale_rejections, missing_token_rejections, last_rejection_kind
+FROM fencing.stats WHERE relation = 'ceilinged'::regclass;
+DROP TABLE ceilinged;
 
 -- Savepoints: writes rolled back to a savepoint are not counted, a released
 -- savepoint's join its parent's and count when the transaction commits.

@@ -47,6 +47,27 @@ static void refuse_option_on_citus(Oid relid, const char *option)
 }
 
 /*
+ * A NOTICE when protect() of a table already protected changes the options
+ * recorded for it (by an earlier protect() or set_enforce()): run again with
+ * the defaults, it would switch a report-only table to enforcing and drop
+ * its max_token.  The maintainer stays.
+ */
+static void notice_changed_options(Oid relid, const TableOptions &before, bool enforce,
+                                   int64 max_token)
+{
+	if (before.relid != relid || (before.enforce == enforce && before.max_token == max_token))
+		return;
+	TableOptions after{relid, enforce, max_token, before.maintainer};
+	ereport(NOTICE, (errmsg("fencing.protect() changed the options of relation \"%s\"",
+	                        get_rel_name(relid)),
+	                 errdetail("They were %s; they are %s.", protect_options_text(before),
+	                           protect_options_text(after)),
+	                 errhint("fencing.protect() sets every option it takes; pass %s to keep the "
+	                         "previous ones.",
+	                         protect_options_text(before))));
+}
+
+/*
  * protect(target, token_column, mode[, enforce, max_token]): for the table's
  * owner.  The guard is installed by fencing_internal._protect() running as the owner
  * with SECURITY_RESTRICTED_OPERATION (also when a superuser calls), then the
@@ -84,6 +105,8 @@ static void protect_table(FunctionCallInfo fcinfo, bool with_options)
 		                   "without the event triggers that remove the extension's state "
 		                   "with it."),
 		         errhint("Protect a permanent table.")));
+	/* What a protected table had: protect() sets every option it takes. */
+	TableOptions before = options_of(rel);
 	relation_close(rel, NoLock);
 	if (!enforce)
 		refuse_option_on_citus(relid, "report-only mode (enforce => false)");
@@ -108,8 +131,10 @@ static void protect_table(FunctionCallInfo fcinfo, bool with_options)
 	rel = relation_open(relid, AccessShareLock);
 	(void)record_registration(rel, column, mode, true);
 	relation_close(rel, NoLock);
-	if (with_options)
+	if (with_options) {
 		record_options(relid, enforce, max_token);
+		notice_changed_options(relid, before, enforce, max_token);
+	}
 }
 
 /* 0.3.0's fencing.protect(target, token_column, mode), until ALTER EXTENSION UPDATE. */

@@ -16,6 +16,7 @@
 #include "catalog/relation.hpp"
 #include "guard/fenced_write.hpp"
 #include "legacy/key_text_0_1_0.hpp"
+#include "reporting/errors.hpp"
 #include "state/mark_store.hpp"
 #include "state/table_options.hpp"
 #include "state/table_settings.hpp"
@@ -170,7 +171,11 @@ FENCING_FUNCTION(fencing_reset_token)
 	r.rel = open_target(fcinfo, RowExclusiveLock, true);
 	fence_of_table(r.rel, &r.fence);
 	check_target(r);
-	check_ceiling(r.rel, options_of(r.rel), r.token);
+	TableOptions options = options_of(r.rel);
+	if (above_ceiling(options, r.token))
+		raise_above_ceiling(
+		    NamedRelation{r.rel, RelationGetRelationName(r.rel), relation_display_name(r.rel)},
+		    r.token, options.max_token, options.enforce);
 	require_primary_key(r.rel);
 	Bitmapset *key_attrs = RelationGetIndexAttrBitmap(r.rel, INDEX_ATTR_BITMAP_PRIMARY_KEY);
 	Jsonb *key = PG_GETARG_JSONB_P(1);

@@ -297,6 +297,14 @@ bool token_from_setting(const Write &w, HeapTuple row, const char *operation, in
 	return false;
 }
 
+/* Refuses (22023) a token above the table's max_token, in both modes. */
+void refuse_above_ceiling(const Write &w, HeapTuple row, int64 presented)
+{
+	if (above_ceiling(w.info->options, presented))
+		report_above_ceiling(w.rel, describe_row(w.rel, row), presented, w.info->options.max_token,
+		                     w.info->options.enforce);
+}
+
 /*
  * Refuses `presented` unless the table's mode accepts it over `stored` (and
  * its max_token); counts it if accepted.  A report-only guard reports a
@@ -304,7 +312,7 @@ bool token_from_setting(const Write &w, HeapTuple row, const char *operation, in
  */
 bool check(const Write &w, HeapTuple row, int64 presented, int64 stored)
 {
-	check_ceiling(w.rel, w.info->options, presented);
+	refuse_above_ceiling(w, row, presented);
 	bool accepted = token_accepts(w.fence->mode, stored, presented);
 	if (!accepted && w.info->options.enforce)
 		report_stale(w.rel, w.fence->token_attnum, describe_row(w.rel, row), w.fence->mode,
@@ -326,9 +334,16 @@ int64 bar(const Write &w, int64 stored)
 	return std::max(stored, marks->kind->write_floor(marks));
 }
 
-/* Records that `row`'s key went away under `token`. */
+/*
+ * Records that `row`'s key went away under `token`.  Token 0 (a row never
+ * written with a token, deleted by a report-only guard or a maintenance
+ * write, which keep the stored token) leaves no mark: a key without one
+ * already takes any token.
+ */
 void mark_deleted(const Write &w, HeapTuple row, const KeyHash &key, int64 token)
 {
+	if (token <= 0)
+		return;
 	w.info->marks.kind->record(&w.info->marks, row, key, token);
 }
 
@@ -459,7 +474,7 @@ Datum guard_insert(const Write &w)
 	bool carries = explicit_token ? (presented = require_token(value, false, "fencing token"), true)
 	                              : token_from_setting(w, row, "INSERT", 0, &presented);
 	if (carries) {
-		check_ceiling(w.rel, w.info->options, presented);
+		refuse_above_ceiling(w, row, presented);
 		count_accepted(w.info->counter);
 	}
 	int64 kept = carries && w.info->options.enforce ? presented
@@ -494,7 +509,9 @@ Datum guard_update(const Write &w, const Lend *taken)
 		                   "does not see keys changed by the relation's other BEFORE UPDATE "
 		                   "triggers (created where the extension's event trigger did not fire, "
 		                   "such as under session_replication_role = replica)."),
-		         errhint("Run fencing.protect() on the protected table again.")));
+		         errhint("Run fencing.protect() on the protected table again with its token "
+		                 "column, its mode and %s.",
+		                 protect_options_text(options_of(w.rel)))));
 	HeapTuple old_row = w.trigger->tg_trigtuple;
 	HeapTuple new_row = w.trigger->tg_newtuple;
 	bool assigned = bms_is_member(w.fence->token_attnum - FirstLowInvalidHeapAttributeNumber,
@@ -629,8 +646,8 @@ Datum guard_truncate(TriggerData *trigger)
 		report_missing(
 		    rel, fence.token_attnum, all_rows, "TRUNCATE",
 		    shown(rel, fence.token_attnum, marks.kind->truncate_shown(&marks, fence.token_attnum)));
-	if (valid)
-		check_ceiling(rel, options, presented);
+	if (valid && above_ceiling(options, presented))
+		report_above_ceiling(rel, all_rows, presented, options.max_token, options.enforce);
 	bool accepted = valid && token_accepts(fence.mode, stored, presented);
 	if (!accepted && !maintained && options.enforce)
 		report_stale(rel, fence.token_attnum, all_rows, fence.mode, presented,

@@ -105,4 +105,18 @@ void raise_two_tokens(const NamedRelation &rel, const char *key, const char *col
 	pg_unreachable();
 }
 
+void raise_above_ceiling(const NamedRelation &rel, int64 presented, int64 ceiling, bool enforce)
+{
+	ereport(ERROR,
+	        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+	         errmsg("fencing token " INT64_FORMAT " is above the max_token of relation \"%s\"",
+	                presented, rel.name),
+	         errdetail("The table accepts tokens up to " INT64_FORMAT ".", ceiling),
+	         errhint("Present a token from the lease manager, or raise the ceiling with "
+	                 "fencing.protect(..., enforce => %s, max_token => ...).",
+	                 enforce ? "true" : "false"),
+	         errtable(rel.rel)));
+	pg_unreachable();
+}
+
 } // namespace fencing

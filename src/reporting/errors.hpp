@@ -73,4 +73,11 @@ FENCING_PLAIN_DATA(NamedRelation);
 [[noreturn]] void raise_two_tokens(const NamedRelation &rel, const char *key, const char *column,
                                    int64 assigned, int64 transaction, int64 stored);
 
+/*
+ * Raises 22023 for token `presented` above the max_token `ceiling` of `rel`
+ * (whose guard enforces or only reports: `enforce`, for the hint).
+ */
+[[noreturn]] void raise_above_ceiling(const NamedRelation &rel, int64 presented, int64 ceiling,
+                                      bool enforce);
+
 } // namespace fencing

@@ -42,6 +42,13 @@ void report_missing(Relation rel, AttrNumber token_attnum, const char *key, cons
 	raise_missing(named(rel), token_attnum, key, operation, stored, ignored);
 }
 
+void report_above_ceiling(Relation rel, const char *key, int64 presented, int64 ceiling,
+                          bool enforce)
+{
+	note_rejection(rel, nullptr, Rejection::ceiling, key, presented, ceiling);
+	raise_above_ceiling(named(rel), presented, ceiling, enforce);
+}
+
 void report_two_tokens(Relation rel, const char *key, const char *column, int64 assigned,
                        int64 transaction, int64 stored)
 {

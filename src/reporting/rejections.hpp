@@ -22,6 +22,14 @@ namespace fencing
 [[noreturn]] void report_missing(Relation rel, AttrNumber token_attnum, const char *key,
                                  const char *operation, int64 stored);
 
+/*
+ * Counts (logs, per fencing.log_rejections) and raises 22023 for a write to
+ * `rel` whose token `presented` is above the table's max_token `ceiling`:
+ * see raise_above_ceiling().
+ */
+[[noreturn]] void report_above_ceiling(Relation rel, const char *key, int64 presented,
+                                       int64 ceiling, bool enforce);
+
 /* Raises 22023, two tokens in one write (not a rejection: not counted): see raise_two_tokens(). */
 [[noreturn]] void report_two_tokens(Relation rel, const char *key, const char *column,
                                     int64 assigned, int64 transaction, int64 stored);

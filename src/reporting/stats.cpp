@@ -527,17 +527,20 @@ void note_rejection(Relation rel, const char *resource, Rejection kind, const ch
                     int64 presented, int64 stored)
 {
 	bool stale = kind == Rejection::stale;
+	bool ceiling = kind == Rejection::ceiling;
 	require_configured("fencing.log_rejections");
-	if (log_rejections == 2 || (log_rejections == 1 && stale)) {
+	if (log_rejections == 2 || (log_rejections == 1 && kind != Rejection::missing)) {
 		const char *what = rel ? psprintf("relation %s", relation_display_name(rel))
 		                       : psprintf("resource \"%s\"", resource);
-		const char *write =
-		    stale ? psprintf("stale token " INT64_FORMAT, presented) : "write without a token";
-		ereport(LOG, (errmsg("fencing: %s rejected for %s, key %s: stored token " INT64_FORMAT,
-		                     write, what, key ? key : "-", stored),
+		const char *write = stale ? psprintf("stale token " INT64_FORMAT, presented)
+		                    : ceiling
+		                        ? psprintf("token " INT64_FORMAT " above the max_token", presented)
+		                        : "write without a token";
+		ereport(LOG, (errmsg("fencing: %s rejected for %s, key %s: %s " INT64_FORMAT, write, what,
+		                     key ? key : "-", ceiling ? "max_token" : "stored token", stored),
 		              errhidestmt(true)));
 	}
-	if (!stats_on || entries == nullptr)
+	if (ceiling || !stats_on || entries == nullptr)
 		return;
 	Key k = rel ? relation_key(rel) : resource_key(resource);
 	LWLockAcquire(lock, LW_SHARED);

@@ -39,11 +39,14 @@ PendingCount *resource_counter(const char *resource);
 /* One accepted write (of the current subtransaction). */
 void count_accepted(PendingCount *counter);
 
-enum class Rejection { stale, missing };
+/* ceiling: a token above the table's max_token (`stored`: the max_token). */
+enum class Rejection { stale, missing, ceiling };
 
 /*
  * Counts and, per fencing.log_rejections, logs a rejected write to `rel`
- * (or to `resource` when rel is NULL); `key` may be NULL.
+ * (or to `resource` when rel is NULL); `key` may be NULL.  A ceiling
+ * rejection is logged as a stale one is, and not counted: fencing.stats
+ * counts the writes its guard refuses by the stored token.
  */
 void note_rejection(Relation rel, const char *resource, Rejection kind, const char *key,
                     int64 presented, int64 stored);

@@ -93,17 +93,17 @@ TableOptions options_of(Relation rel)
 	return read;
 }
 
-void check_ceiling(Relation rel, const TableOptions &options, int64 presented)
+bool above_ceiling(const TableOptions &options, int64 presented)
 {
-	if (options.max_token != 0 && presented > options.max_token)
-		ereport(ERROR,
-		        (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-		         errmsg("fencing token " INT64_FORMAT " is above the max_token of relation \"%s\"",
-		                presented, RelationGetRelationName(rel)),
-		         errdetail("The table accepts tokens up to " INT64_FORMAT ".", options.max_token),
-		         errhint("Present a token from the lease manager, or raise the ceiling with "
-		                 "fencing.protect(..., max_token => ...)."),
-		         errtable(rel)));
+	return options.max_token != 0 && presented > options.max_token;
+}
+
+const char *protect_options_text(const TableOptions &options)
+{
+	if (options.max_token == 0)
+		return psprintf("enforce => %s, max_token => NULL", options.enforce ? "true" : "false");
+	return psprintf("enforce => %s, max_token => " INT64_FORMAT, options.enforce ? "true" : "false",
+	                options.max_token);
 }
 
 void record_options(Oid relid, bool enforce, int64 max_token)

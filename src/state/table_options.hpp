@@ -34,10 +34,18 @@ FENCING_PLAIN_DATA(TableOptions);
 TableOptions options_of(Relation rel);
 
 /*
- * Errors (22023) if `presented` is above the table's max_token: also in
- * report-only mode, and for fenced_update(), whose write the guard sees.
+ * Is `presented` above the table's max_token?  Refused (22023) also in
+ * report-only mode, and for fenced_update(), whose write the guard sees:
+ * reporting/rejections.hpp (a write) and errors.hpp (reset_token()).
  */
-void check_ceiling(Relation rel, const TableOptions &options, int64 presented);
+bool above_ceiling(const TableOptions &options, int64 presented);
+
+/*
+ * "enforce => false, max_token => 100": the options protect() takes, as
+ * recorded, for a hint that tells to run it again (it sets every option it
+ * takes, to its default when not passed).
+ */
+const char *protect_options_text(const TableOptions &options);
 
 /* Records the options of the protected table `relid` (protect()). */
 void record_options(Oid relid, bool enforce, int64 max_token);

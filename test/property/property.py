@@ -45,6 +45,20 @@ checker replays it in order with the writes; the model then also fails on:
 Writes while a table is unprotected are not checked; they set the row's
 stored token (the guard has nothing else to go on when protected again).
 
+Beside them (weight --side-weight), transactions on two more tables, logged
+apart (prop.side_audit) and checked by side_check(): prop.report, protected
+with enforce => false, takes writes with fresh, stale and missing tokens;
+prop.maint, enforcing, with a maintainer, takes token writes and maintenance
+transactions (fencing.maintenance on, no token) as its owner, as its
+maintainer and as a role that is neither.  The model fails on:
+  - a stored token that went down: an UPDATE that wrote a lower token than
+    the row had, an INSERT below its key's last deletion (report-only mode
+    keeps the stored token, it never lowers it);
+  - a maintenance write that moved a token (an UPDATE that changed it, an
+    INSERT that did not take its key's mark);
+  - a maintenance write accepted from the role that is neither owner nor
+    maintainer (it must end with 42501), or one refused from the others.
+
 It prints its seed and how many transactions each session ran;
 --seed S --sessions 1 --transactions N replays one session's sequence
 exactly (with several sessions the interleaving is the scheduler's).
@@ -58,6 +72,8 @@ Options:
   --transactions N   per session, instead of --seconds (for replays)
   --ddl-weight W     probability that a transaction is DDL (default 0.03;
                      0 runs the writes-only workload of before)
+  --side-weight W    probability that a transaction is one on prop.report or
+                     prop.maint (default 0.15; 0: none)
   --dsn DSN          libpq connection string
 """
 
@@ -122,10 +138,15 @@ DO $$ BEGIN
         DROP OWNED BY fencing_property_rls;
         DROP ROLE fencing_property_rls;
     END IF;
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'fencing_property_maint') THEN
+        DROP OWNED BY fencing_property_maint;
+        DROP ROLE fencing_property_maint;
+    END IF;
 END $$;
 CREATE ROLE fencing_property_rls;
+CREATE ROLE fencing_property_maint;
 CREATE SCHEMA prop;
-GRANT USAGE ON SCHEMA prop, fencing TO fencing_property_rls;
+GRANT USAGE ON SCHEMA prop, fencing TO fencing_property_rls, fencing_property_maint;
 CREATE TABLE prop.audit (seq bigserial PRIMARY KEY, stmt text, rel text, op text,
                          old_k int, old_zone int, new_k int, new_zone int, new_token bigint,
                          info text);
@@ -207,7 +228,33 @@ CREATE TRIGGER zzz_audit_truncate AFTER TRUNCATE ON prop.parted_1 FOR EACH STATE
 CREATE TRIGGER zzz_audit_truncate AFTER TRUNCATE ON prop.parted_2 FOR EACH STATEMENT EXECUTE FUNCTION prop.audit_truncate('parted', '2');
 ALTER TABLE prop.tenant ENABLE ROW LEVEL SECURITY;
 CREATE POLICY even ON prop.tenant USING (k % 2 = 0) WITH CHECK (k % 2 = 0);
+
+-- The side tables (side_check()): report-only, and enforcing with a maintainer.
+CREATE TABLE prop.side_audit (seq bigserial PRIMARY KEY, stmt text, rel text, op text,
+                              old_k int, new_k int, old_token bigint, new_token bigint,
+                              maintenance text, role text, txn_token text);
+CREATE FUNCTION prop.side_row() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog AS $$
+BEGIN
+    INSERT INTO prop.side_audit (stmt, rel, op, old_k, new_k, old_token, new_token, maintenance, role,
+                                 txn_token)
+    VALUES (current_setting('prop.stmt', true), TG_ARGV[0], TG_OP,
+            (to_jsonb(OLD)->>'k')::int, (to_jsonb(NEW)->>'k')::int,
+            (to_jsonb(OLD)->>'last_fencing_token')::bigint,
+            (to_jsonb(NEW)->>'last_fencing_token')::bigint,
+            current_setting('fencing.maintenance', true), current_setting('role'),
+            current_setting('fencing.token', true));
+    RETURN NULL;
+END $$;
+CREATE TABLE prop.report (k int PRIMARY KEY, v int NOT NULL DEFAULT 0);
+CREATE TABLE prop.maint (k int PRIMARY KEY, v int NOT NULL DEFAULT 0);
+SELECT fencing.protect('prop.report', enforce => false);
+SELECT fencing.protect('prop.maint');
+SELECT fencing.set_maintainer('prop.maint', 'fencing_property_maint');
+CREATE TRIGGER zzz_side AFTER INSERT OR UPDATE OR DELETE ON prop.report FOR EACH ROW EXECUTE FUNCTION prop.side_row('report');
+CREATE TRIGGER zzz_side AFTER INSERT OR UPDATE OR DELETE ON prop.maint FOR EACH ROW EXECUTE FUNCTION prop.side_row('maint');
 GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA prop TO fencing_property_rls;
+GRANT SELECT, INSERT, UPDATE, DELETE ON prop.report, prop.maint TO fencing_property_maint;
 """
 
 
@@ -459,7 +506,8 @@ class Clock:
 
 
 class Session(threading.Thread):
-    def __init__(self, index, dsn, seed, deadline, clock, log, stop, transactions, ddl_weight):
+    def __init__(self, index, dsn, seed, deadline, clock, log, stop, transactions, ddl_weight,
+                 side_weight=0.0, side_log=None):
         super().__init__(daemon=True)
         self.index = index
         self.dsn = dsn
@@ -476,6 +524,8 @@ class Session(threading.Thread):
         self.transactions = 0
         self.limit = transactions
         self.ddl_weight = ddl_weight
+        self.side_weight = side_weight
+        self.side_log = side_log if side_log is not None else {}
         self.pending = collections.deque()  # DDL steps still to run (an unprotect ... protect window)
         self.zombies = {}  # (table, key) -> the token a zombie step deleted it under
 
@@ -494,6 +544,8 @@ class Session(threading.Thread):
                     elif self.ddl_weight and self.rng.random() < self.ddl_weight:
                         self.pending.extend(self.gen.ddl_plan())
                         self.ddl(conn, *self.pending.popleft())
+                    elif self.side_weight and self.rng.random() < self.side_weight:
+                        self.side_transaction(conn)
                     else:
                         self.transaction(conn)
                 # A window left open is closed: the tables end protected.
@@ -591,6 +643,68 @@ class Session(threading.Thread):
             # A window's protect() is retried: the table must not stay unprotected.
             if kind == "protect" and e.sqlstate in ("55P03", "57014", "40P01", "40001") and attempt < 5:
                 self.ddl(conn, kind, t, arg, attempt + 1)
+
+    def side_transaction(self, conn):
+        """A transaction on prop.report or prop.maint (side_check())."""
+        r = self.rng
+        t = r.choice(["report", "maint"])
+        maintenance = t == "maint" and r.random() < 0.5
+        role = r.choice([None, "fencing_property_maint", "fencing_property_rls"])
+        conn.execute("BEGIN")
+        try:
+            if role:
+                conn.execute(f"SET LOCAL ROLE {role}")
+            txn_token = None
+            if maintenance:
+                conn.execute("SET LOCAL fencing.maintenance = on")
+            elif r.random() < 0.5:
+                txn_token = self.gen.token()
+                conn.execute(f"SET LOCAL fencing.token = {txn_token}")
+            for _ in range(r.randint(1, 3)):
+                k = self.gen.key()
+                # Maintenance transactions present no token: they are maintenance writes.
+                tok = None if maintenance or r.random() < 0.4 else self.gen.token()
+                settok = f", last_fencing_token = {tok}" if tok is not None else ""
+                x = r.randrange(4)
+                if x == 0:
+                    sql = f"UPDATE prop.{t} SET v = v + 1{settok} WHERE k = {k}"
+                elif x == 1:
+                    sql = f"DELETE FROM prop.{t} WHERE k = {k}"
+                elif x == 2:
+                    cols = "(k, v, last_fencing_token)" if tok is not None else "(k, v)"
+                    vals = f"({k}, 0, {tok})" if tok is not None else f"({k}, 0)"
+                    sql = f"INSERT INTO prop.{t} {cols} VALUES {vals}"
+                else:
+                    cols = "(k, v, last_fencing_token)" if tok is not None else "(k, v)"
+                    vals = f"({k}, 0, {tok})" if tok is not None else f"({k}, 0)"
+                    sql = (f"INSERT INTO prop.{t} {cols} VALUES {vals} "
+                           f"ON CONFLICT (k) DO UPDATE SET v = prop.{t}.v + 1")
+                st = Statement(sql, "side", t, ())
+                st.txn_token = txn_token
+                st.maintenance = maintenance
+                st.role = role
+                sid = self.next_sid()
+                self.side_log[sid] = st
+                conn.execute("SAVEPOINT s")
+                conn.execute("SELECT set_config('prop.stmt', %s, true)", (sid,))
+                try:
+                    cur = conn.execute(sql)
+                    st.outcome = "ok"
+                    st.rows = cur.rowcount
+                    conn.execute("RELEASE SAVEPOINT s")
+                except psycopg.Error as e:
+                    st.outcome = e.sqlstate or "?"
+                    if e.sqlstate not in EXPECTED:
+                        self.failures.append(f"unexpected {e.sqlstate}: {e}\n    in: {sql}")
+                    conn.execute("ROLLBACK TO SAVEPOINT s")
+            conn.execute("COMMIT" if r.random() < 0.85 else "ROLLBACK")
+        except psycopg.Error as e:
+            self.failures.append(f"side transaction: {e.sqlstate} {e}")
+            if not conn.closed:
+                conn.execute("ROLLBACK")
+        finally:
+            with self.clock.lock:
+                self.live.clear()
 
     def transaction(self, conn):
         r = self.rng
@@ -908,6 +1022,80 @@ def check(audit, log, final, stats):
     return violations
 
 
+def side_check(side_audit, side_log, stats):
+    """Replays prop.side_audit (report-only and maintenance writes); returns violations."""
+    violations = []
+    marks = {}  # (table, k) -> its mark: the highest token a DELETE of it left (stored or presented)
+    trail = collections.defaultdict(list)  # (table, k) -> its audit rows so far
+    earlier_marks = collections.defaultdict(lambda: {0})  # (table, k) -> every mark it had
+    for row in side_audit:
+        if row["old_k"] is not None:
+            trail[(row["rel"], row["old_k"])].append(row)
+        if row["new_k"] is not None and row["new_k"] != row["old_k"]:
+            trail[(row["rel"], row["new_k"])].append(row)
+        key_old = (row["rel"], row["old_k"])
+        key_new = (row["rel"], row["new_k"])
+        st = side_log.get(row["stmt"])
+        key = key_old if row["old_k"] is not None else key_new
+        where = (f"\n    audit: {row}\n    statement: {st.sql if st else '?'}"
+                 f" (fencing.token {st.txn_token if st else '?'}, role {st.role if st else '?'})"
+                 "\n    its key's last writes:\n"
+                 + "\n".join(f"      {r['seq']} {r['op']} {r['old_token']} -> {r['new_token']} stmt {r['stmt']}: "
+                             f"{side_log[r['stmt']].sql if r['stmt'] in side_log else '?'} "
+                             f"(fencing.token {r['txn_token']}, maintenance {r['maintenance']})"
+                             for r in trail[key][-6:]))
+        maintenance = row["maintenance"] == "on"
+        if maintenance and row["role"] == "fencing_property_rls":
+            violations.append("maintenance write accepted from a role that is neither owner nor maintainer" + where)
+        if row["op"] == "UPDATE":
+            stats["side updates"] += 1
+            if row["new_token"] < row["old_token"]:
+                violations.append(f"the stored token went down: {row['old_token']} to {row['new_token']}" + where)
+            elif maintenance and row["new_token"] != row["old_token"]:
+                violations.append(f"a maintenance UPDATE moved the token: {row['old_token']} to {row['new_token']}"
+                                  + where)
+        elif row["op"] == "DELETE":
+            stats["side deletes"] += 1
+            # A DELETE presents fencing.token: the mark is the higher of it and the
+            # stored token (report-only and maintenance keep the stored one).
+            presented = int(row["txn_token"]) if row["txn_token"] else 0
+            marks[key_old] = max(marks.get(key_old, 0), row["old_token"], presented)
+            earlier_marks[key_old].add(marks[key_old])
+        else:
+            stats["side inserts"] += 1
+            mark = marks.get(key_new, 0)
+            if row["new_token"] < mark and row["rel"] == "report" and row["new_token"] in earlier_marks[key_new]:
+                # Documented: a report-only INSERT that took its key's mark, then waited
+                # for a concurrent DELETE that left a newer one, is accepted (reported)
+                # with the mark it took.
+                stats["side report-only inserts below a concurrent DELETE's mark"] += 1
+            elif row["new_token"] < mark:
+                violations.append(f"an INSERT below its key's last deletion: {row['new_token']} after {mark}" + where)
+            elif maintenance and row["new_token"] != mark:
+                violations.append(f"a maintenance INSERT did not take its key's mark {mark}: {row['new_token']}"
+                                  + where)
+        if maintenance:
+            stats["side maintenance writes"] += 1
+        elif row["rel"] == "report":
+            stats["side report-only writes"] += 1
+    for st in side_log.values():
+        if not getattr(st, "maintenance", False) or st.outcome is None:
+            continue
+        stats[f"side maintenance by {st.role or 'owner'}: {st.outcome}"] += 1
+        if st.role == "fencing_property_rls" and st.outcome == "ok" and getattr(st, "rows", 0) > 0:
+            violations.append(f"a maintenance write by a non-maintainer succeeded: {st.sql}")
+        if st.role != "fencing_property_rls" and st.outcome == "42501":
+            violations.append(f"a maintenance write by {st.role or 'the owner'} was refused: {st.sql}")
+    return violations
+
+
+def collect_side(dsn):
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute("SELECT * FROM prop.side_audit ORDER BY seq")
+        names = [d.name for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
 def collect(dsn):
     """The log of accepted writes and DDL, and the rows the tables hold: check()'s input."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -932,6 +1120,8 @@ def main():
                         help="per session, instead of --seconds (for replays)")
     parser.add_argument("--ddl-weight", type=float, default=0.03,
                         help="probability that a transaction is DDL (0: writes only)")
+    parser.add_argument("--side-weight", type=float, default=0.15,
+                        help="probability that a transaction is on prop.report or prop.maint (0: none)")
     parser.add_argument("--dsn", default="")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
@@ -943,9 +1133,11 @@ def main():
 
     clock = Clock()
     log = {}
+    side_log = {}
     stop = threading.Event()
     deadline = time.monotonic() + args.seconds
-    sessions = [Session(i, args.dsn, seed, deadline, clock, log, stop, args.transactions, args.ddl_weight)
+    sessions = [Session(i, args.dsn, seed, deadline, clock, log, stop, args.transactions, args.ddl_weight,
+                        args.side_weight, side_log)
                 for i in range(args.sessions)]
     if args.sessions == 1:
         sessions[0].run()
@@ -959,6 +1151,8 @@ def main():
     audit, final = collect(args.dsn)
     stats = collections.Counter()
     violations = check(audit, log, final, stats)
+    side_audit = collect_side(args.dsn)
+    violations += side_check(side_audit, side_log, stats)
 
     outcomes = {}
     for st in log.values():
@@ -976,6 +1170,9 @@ def main():
     for message in failures + violations:
         print("VIOLATION:", message)
     ok = not failures and not violations and len(audit) > 0 and outcomes.get("23T01", 0) > 0
+    if args.side_weight and not side_audit:
+        print("VIOLATION: no write on the side tables; the test did not test them")
+        ok = False
     if len(audit) == 0 or outcomes.get("23T01", 0) == 0:
         print("VIOLATION: the run accepted or refused nothing; the test did not test")
     if failures or violations:
