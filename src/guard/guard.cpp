@@ -594,15 +594,18 @@ Datum guard_new_key(const Write &w)
 	 * A row that kept its key's mark (reported_insert()) has exactly that
 	 * mark.  A higher one is a DELETE's that the unique check waited for
 	 * after the BEFORE trigger read the mark: the row would stay below it,
-	 * so it is refused (the retry takes the new mark), or reported.
+	 * so it is refused, as stale when enforcing, and in report-only mode
+	 * (whose writes never lower a token) as a serialization failure; the
+	 * retry takes the new mark.
 	 */
 	if (high_water(w, key, &mark) && !token_accepts(w.fence->mode, mark, presented) &&
 	    !(take_kept_insert(RelationGetRelid(w.rel), key, presented) && mark == presented)) {
 		if (w.info->options.enforce)
 			report_stale(w.rel, w.fence->token_attnum, describe_row(w.rel, row), w.fence->mode,
 			             presented, shown(w.rel, w.fence->token_attnum, mark));
-		note_reported(w.rel, w.info->options.relid, Unfenced::stale, describe_row(w.rel, row),
-		              w.fence->mode, presented, shown(w.rel, w.fence->token_attnum, mark));
+		report_mark_moved(w.rel, describe_row(w.rel, row),
+		                  shown(w.rel, w.fence->token_attnum, presented),
+		                  shown(w.rel, w.fence->token_attnum, mark));
 	}
 	return PointerGetDatum(nullptr);
 }

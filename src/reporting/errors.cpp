@@ -105,6 +105,18 @@ void raise_two_tokens(const NamedRelation &rel, const char *key, const char *col
 	pg_unreachable();
 }
 
+void raise_mark_moved(const NamedRelation &rel, const char *key, int64 kept, int64 stored)
+{
+	ereport(ERROR,
+	        (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+	         errmsg("could not keep the deleted key's fencing token in relation \"%s\"", rel.name),
+	         errdetail("%s: the write kept the key's token %s, and a concurrent delete of the "
+	                   "key left token %s.",
+	                   detail_subject(rel, key), token_text(kept), token_text(stored)),
+	         errhint("Retry the transaction: it will keep the newer token."), errtable(rel.rel)));
+	pg_unreachable();
+}
+
 void raise_above_ceiling(const NamedRelation &rel, int64 presented, int64 ceiling, bool enforce)
 {
 	ereport(ERROR,

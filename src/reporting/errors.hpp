@@ -65,6 +65,15 @@ FENCING_PLAIN_DATA(NamedRelation);
                                 const char *operation, int64 stored, const char *ignored);
 
 /*
+ * Raises 40001 in report-only mode for a write to `rel` (key described by
+ * `key`) that kept its key's mark `kept`, when the unique check, waiting for
+ * a concurrent DELETE of that key, let a newer mark `stored` in: the row
+ * would stay below it, and a retry takes the new mark.
+ */
+[[noreturn]] void raise_mark_moved(const NamedRelation &rel, const char *key, int64 kept,
+                                   int64 stored);
+
+/*
  * Raises 22023 for an UPDATE of `rel` (key described by `key`) that assigns
  * `assigned` to the token column `column` while fencing.token is
  * `transaction`, and the row's stored token is `stored` (hidden_token when

@@ -49,6 +49,11 @@ void report_above_ceiling(Relation rel, const char *key, int64 presented, int64 
 	raise_above_ceiling(named(rel), presented, ceiling, enforce);
 }
 
+void report_mark_moved(Relation rel, const char *key, int64 kept, int64 stored)
+{
+	raise_mark_moved(named(rel), key, kept, stored);
+}
+
 void report_two_tokens(Relation rel, const char *key, const char *column, int64 assigned,
                        int64 transaction, int64 stored)
 {

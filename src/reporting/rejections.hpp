@@ -30,6 +30,9 @@ namespace fencing
 [[noreturn]] void report_above_ceiling(Relation rel, const char *key, int64 presented,
                                        int64 ceiling, bool enforce);
 
+/* Raises 40001 in report-only mode, a deleted key's mark moved: see raise_mark_moved(). */
+[[noreturn]] void report_mark_moved(Relation rel, const char *key, int64 kept, int64 stored);
+
 /* Raises 22023, two tokens in one write (not a rejection: not counted): see raise_two_tokens(). */
 [[noreturn]] void report_two_tokens(Relation rel, const char *key, const char *column,
                                     int64 assigned, int64 transaction, int64 stored);

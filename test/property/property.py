@@ -1027,7 +1027,6 @@ def side_check(side_audit, side_log, stats):
     violations = []
     marks = {}  # (table, k) -> its mark: the highest token a DELETE of it left (stored or presented)
     trail = collections.defaultdict(list)  # (table, k) -> its audit rows so far
-    earlier_marks = collections.defaultdict(lambda: {0})  # (table, k) -> every mark it had
     for row in side_audit:
         if row["old_k"] is not None:
             trail[(row["rel"], row["old_k"])].append(row)
@@ -1060,16 +1059,10 @@ def side_check(side_audit, side_log, stats):
             # stored token (report-only and maintenance keep the stored one).
             presented = int(row["txn_token"]) if row["txn_token"] else 0
             marks[key_old] = max(marks.get(key_old, 0), row["old_token"], presented)
-            earlier_marks[key_old].add(marks[key_old])
         else:
             stats["side inserts"] += 1
             mark = marks.get(key_new, 0)
-            if row["new_token"] < mark and row["rel"] == "report" and row["new_token"] in earlier_marks[key_new]:
-                # Documented: a report-only INSERT that took its key's mark, then waited
-                # for a concurrent DELETE that left a newer one, is accepted (reported)
-                # with the mark it took.
-                stats["side report-only inserts below a concurrent DELETE's mark"] += 1
-            elif row["new_token"] < mark:
+            if row["new_token"] < mark:
                 violations.append(f"an INSERT below its key's last deletion: {row['new_token']} after {mark}" + where)
             elif maintenance and row["new_token"] != mark:
                 violations.append(f"a maintenance INSERT did not take its key's mark {mark}: {row['new_token']}"
