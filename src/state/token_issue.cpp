@@ -124,11 +124,13 @@ XLogRecPtr sequence_lsn(Oid sequence)
 /*
  * Has every synchronous standby flushed `lsn` (or is there none to wait for)?
  * Until the checkpointer has read synchronous_standby_names, go by this
- * backend's own value of it, as SyncRepWaitForLSN() does.
+ * backend's own value of it, as SyncRepWaitForLSN() does.  With
+ * `any_session`, whatever this session's synchronous_commit says (a lease
+ * change of another session may rely on it).
  */
-bool standbys_have(XLogRecPtr lsn)
+bool standbys_have(XLogRecPtr lsn, bool any_session = false)
 {
-	if (!SyncRepRequested())
+	if (any_session ? max_wal_senders == 0 : !SyncRepRequested())
 		return true;
 	LWLockAcquire(SyncRepLock, LW_SHARED);
 	bits8 status = WalSndCtl->sync_standbys_status;
@@ -858,7 +860,7 @@ bool lease_horizons_confirmed()
 		unconfirmed = windows->unconfirmed;
 		SpinLockRelease(&windows->mutex);
 	}
-	return standbys_have(unconfirmed);
+	return standbys_have(unconfirmed, true);
 }
 
 void note_lease_change_start()

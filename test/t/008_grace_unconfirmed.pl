@@ -64,6 +64,10 @@ cmp_ok($primary->safe_psql('postgres',
 # must not be acknowledged without the standby.
 ($waited) = waits_for_standby("SELECT fencing.renew('job', 'a', $t, '5 min')");
 ok($waited, 'a renewal within an unconfirmed horizon waits for the standby');
+# Also in a session whose synchronous_commit does not wait for standbys.
+($waited) = waits_for_standby(
+	"SET synchronous_commit = local; SELECT fencing.renew('job', 'a', $t, '4 min')");
+ok($waited, 'also with synchronous_commit = local in the renewing session');
 
 # After a restart, the WAL it replayed may be missing on the standby too.
 $session->quit;
