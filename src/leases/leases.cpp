@@ -250,7 +250,7 @@ FENCING_FUNCTION(renew)
 	int64 token = require_token(PG_GETARG_DATUM(2), PG_ARGISNULL(2), "token");
 	Datum ttl = require_ttl(fcinfo, 3);
 	require_grant_confirmation();
-	bool flush_optional = lease_flush_optional();
+	bool flush_optional = lease_flush_optional() && lease_horizons_confirmed();
 	Datum values[6] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
 	                   Int64GetDatum(token),          ttl,
 	                   BoolGetDatum(flush_optional),  lease_grace_interval()};

@@ -132,7 +132,7 @@ FENCING_FUNCTION(renew_all)
 	if (nnames == 0)
 		return (Datum)0;
 	require_grant_confirmation();
-	bool flush_optional = lease_flush_optional();
+	bool flush_optional = lease_flush_optional() && lease_horizons_confirmed();
 	note_lease_change_start();
 	bool advanced = with_spi([&] {
 		Oid types[6] = {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, INTERVALOID, BOOLOID, INTERVALOID};

@@ -124,11 +124,13 @@ XLogRecPtr sequence_lsn(Oid sequence)
 /*
  * Has every synchronous standby flushed `lsn` (or is there none to wait for)?
  * Until the checkpointer has read synchronous_standby_names, go by this
- * backend's own value of it, as SyncRepWaitForLSN() does.
+ * backend's own value of it, as SyncRepWaitForLSN() does.  With
+ * `any_session`, whatever this session's synchronous_commit says (a lease
+ * change of another session may rely on it).
  */
-bool standbys_have(XLogRecPtr lsn)
+bool standbys_have(XLogRecPtr lsn, bool any_session = false)
 {
-	if (!SyncRepRequested())
+	if (any_session ? max_wal_senders == 0 : !SyncRepRequested())
 		return true;
 	LWLockAcquire(SyncRepLock, LW_SHARED);
 	bits8 status = WalSndCtl->sync_standbys_status;
@@ -374,6 +376,15 @@ struct SharedWindows {
 	slock_t mutex;
 	int next_victim;
 	TokenWindow slots[window_slots];
+	/*
+	 * The end of the WAL that a lease change may rely on without the
+	 * synchronous standbys having it: set to the end of WAL at the first
+	 * lease call after shared memory was set up (a restart replays WAL the
+	 * standbys may lack), and raised by every durable commit whose wait for
+	 * them was cut short (a cancel, a terminated backend).
+	 */
+	bool unconfirmed_set;
+	XLogRecPtr unconfirmed;
 };
 FENCING_PLAIN_DATA(SharedWindows);
 
@@ -479,6 +490,11 @@ void warn_unconfirmed(XLogRecPtr end, const char *what)
 {
 	if (standbys_have(end))
 		return;
+	if (windows != nullptr) {
+		SpinLockAcquire(&windows->mutex);
+		windows->unconfirmed = std::max(windows->unconfirmed, end);
+		SpinLockRelease(&windows->mutex);
+	}
 	if (grants_total == 0) {
 		ereport(WARNING,
 		        (errmsg("the lease changes of this transaction may be lost if the server fails "
@@ -824,6 +840,28 @@ void register_commit_callbacks()
 }
 
 } // namespace
+
+bool lease_horizons_confirmed()
+{
+	if (windows == nullptr)
+		return true;
+	SpinLockAcquire(&windows->mutex);
+	bool set = windows->unconfirmed_set;
+	XLogRecPtr unconfirmed = windows->unconfirmed;
+	SpinLockRelease(&windows->mutex);
+	if (!set) {
+		/* Outside the mutex: GetXLogInsertRecPtr() takes a spinlock of its own. */
+		XLogRecPtr end = GetXLogInsertRecPtr();
+		SpinLockAcquire(&windows->mutex);
+		if (!windows->unconfirmed_set) {
+			windows->unconfirmed = std::max(windows->unconfirmed, end);
+			windows->unconfirmed_set = true;
+		}
+		unconfirmed = windows->unconfirmed;
+		SpinLockRelease(&windows->mutex);
+	}
+	return standbys_have(unconfirmed, true);
+}
 
 void note_lease_change_start()
 {

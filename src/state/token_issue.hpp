@@ -78,6 +78,15 @@ void require_durable_commit();
  * transaction with other writes keeps the session's synchronous_commit.
  */
 void note_lease_change_start();
+
+/*
+ * May a renewal rely on the grace_until it reads without a flush?  Only if
+ * the synchronous standbys have every durable lease change this server
+ * acknowledged or replayed: not while one whose commit wait was cut short
+ * (canceled, terminated), or the WAL replayed at the last start, is missing
+ * there - the horizon read may be one a promoted standby never had.
+ */
+bool lease_horizons_confirmed();
 void allow_commit_without_flush();
 
 } // namespace fencing

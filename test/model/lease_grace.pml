@@ -28,6 +28,11 @@
  *
  *   NO_HORIZON   renewals are never flushed and nothing is held after a crash
  *                or promotion: P12 fails (a lost renewal)
+ *   NO_HOLD      renewals within the horizon as designed, but nothing is held
+ *                after a crash or promotion: P12 fails (a lost renewal)
+ *   RELAXED_EPOCH  a renewal without a flush marks the row as of its server's
+ *                epoch: P12 fails (the old primary renews up to the horizon
+ *                the new one no longer holds)
  *   UNCONFIRMED  durable writes are flushed but not confirmed by the standby
  *                before they are acknowledged: P12 fails (a promotion)
  */
@@ -66,7 +71,7 @@ byte counter;           /* tokens */
 byte grants;
 byte bel[WORKERS + 1];  /* a worker believes it holds the lease while now < bel */
 
-#ifdef NO_HORIZON
+#if defined(NO_HORIZON) || defined(NO_HOLD)
 #define held_until(s) exp[s]
 #else
 #define held_until(s) ((ep[s] != epoch[s] && !rel[s]) -> max(exp[s], gr[s]) : exp[s])
@@ -128,6 +133,9 @@ end:
             :: now + TTL <= gr[s] ->
 #endif
                 exp[s] = now + TTL; bel[me] = now + TTL;
+#ifdef RELAXED_EPOCH
+                ep[s] = epoch[s];
+#endif
                 printf("%c renews on %c at %d without a flush: expires %d\n",
                        name(me), (s == PMEM -> 'P' : 'Q'), now, exp[s])
             :: else ->
