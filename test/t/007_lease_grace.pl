@@ -19,7 +19,13 @@ $node->append_conf('postgresql.conf', "fsync = on\nwal_writer_delay = 10s\n");
 $node->restart;
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
-sub syncs { return sql('SELECT wal_sync FROM pg_stat_wal'); }
+# WAL flushes so far: pg_stat_wal's wal_sync until 17; PostgreSQL 18 moved
+# the WAL's I/O counts to pg_stat_io.
+my $wal_syncs =
+  sql('SHOW server_version_num') >= 180000
+  ? "SELECT sum(fsyncs) FROM pg_stat_io WHERE object = 'wal'"
+  : 'SELECT wal_sync FROM pg_stat_wal';
+sub syncs { return sql($wal_syncs); }
 
 # kill -9 of the postmaster and of every process it started, at once: no
 # backend or WAL writer flushes what they hold; then a restart.
