@@ -537,6 +537,24 @@ ReturnSetInfo *rows_or_warning(FunctionCallInfo fcinfo, const char *view)
 	return reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 }
 
+/* One result row per prefix of the current database, from `row_of` (fills values and nulls). */
+template <int Columns, typename RowOf>
+Datum return_prefix_rows(FunctionCallInfo fcinfo, const char *view, RowOf row_of)
+{
+	ReturnSetInfo *rsinfo = rows_or_warning(fcinfo, view);
+	if (shared == nullptr)
+		return static_cast<Datum>(0);
+	PrefixRow *rows;
+	int n = copy_rows(&rows);
+	for (int i = 0; i < n; i++) {
+		Datum values[Columns];
+		bool nulls[Columns] = {false};
+		row_of(rows[i], values, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return static_cast<Datum>(0);
+}
+
 } // namespace
 
 } // namespace fencing
@@ -547,30 +565,21 @@ using namespace fencing;
  */
 FENCING_FUNCTION(fencing_lease_stats)
 {
-	ReturnSetInfo *rsinfo = rows_or_warning(fcinfo, "fencing.lease_stats");
-	if (shared == nullptr)
-		return static_cast<Datum>(0);
-	PrefixRow *rows;
-	int n = copy_rows(&rows);
-	for (int i = 0; i < n; i++) {
-		const PrefixRow &row = rows[i];
-		Datum values[12];
-		bool nulls[12] = {false};
-		values[0] = CStringGetTextDatum(row.prefix);
-		values[1] = Int64GetDatum(static_cast<int64>(row.grants));
-		values[2] = Int64GetDatum(static_cast<int64>(row.refused));
-		values[3] = Int64GetDatum(static_cast<int64>(row.waits));
-		values[4] = interval_datum(row.wait_us);
-		values[5] = interval_datum(row.wait_max_us);
-		values[6] = Int64GetDatum(static_cast<int64>(row.renewals));
-		values[7] = Int64GetDatum(static_cast<int64>(row.failed_renewals));
-		values[8] = Int64GetDatum(static_cast<int64>(row.expired));
-		values[9] = Int64GetDatum(static_cast<int64>(row.releases));
-		values[10] = Int64GetDatum(static_cast<int64>(row.failed_releases));
-		values[11] = TimestampTzGetDatum(row.reset_at);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	return static_cast<Datum>(0);
+	return return_prefix_rows<12>(
+	    fcinfo, "fencing.lease_stats", [](const PrefixRow &row, Datum *values, bool *) {
+		    values[0] = CStringGetTextDatum(row.prefix);
+		    values[1] = Int64GetDatum(static_cast<int64>(row.grants));
+		    values[2] = Int64GetDatum(static_cast<int64>(row.refused));
+		    values[3] = Int64GetDatum(static_cast<int64>(row.waits));
+		    values[4] = interval_datum(row.wait_us);
+		    values[5] = interval_datum(row.wait_max_us);
+		    values[6] = Int64GetDatum(static_cast<int64>(row.renewals));
+		    values[7] = Int64GetDatum(static_cast<int64>(row.failed_renewals));
+		    values[8] = Int64GetDatum(static_cast<int64>(row.expired));
+		    values[9] = Int64GetDatum(static_cast<int64>(row.releases));
+		    values[10] = Int64GetDatum(static_cast<int64>(row.failed_releases));
+		    values[11] = TimestampTzGetDatum(row.reset_at);
+	    });
 }
 
 /*
@@ -582,40 +591,31 @@ FENCING_FUNCTION(fencing_lease_stats)
  */
 FENCING_FUNCTION(fencing_lease_health)
 {
-	ReturnSetInfo *rsinfo = rows_or_warning(fcinfo, "fencing.lease_health");
-	if (shared == nullptr)
-		return static_cast<Datum>(0);
-	PrefixRow *rows;
-	int n = copy_rows(&rows);
-	for (int i = 0; i < n; i++) {
-		const PrefixRow &row = rows[i];
-		Datum values[15];
-		bool nulls[15] = {false};
-		values[0] = CStringGetTextDatum(row.prefix);
-		const Histogram *histograms[2] = {&row.gaps, &row.holds};
-		for (int h = 0; h < 2; h++) {
-			int column = 1 + 4 * h;
-			uint64 count = samples(*histograms[h]);
-			values[column] = Int64GetDatum(static_cast<int64>(count));
-			values[column + 1] = interval_datum(percentile_us(*histograms[h], 0.5));
-			values[column + 2] = interval_datum(percentile_us(*histograms[h], 0.99));
-			values[column + 3] = interval_datum(histograms[h]->max_us);
-			for (int c = column + 1; c <= column + 3; c++)
-				nulls[c] = count == 0;
-		}
-		values[9] = Int64GetDatum(static_cast<int64>(row.late_renewals));
-		values[10] = Int64GetDatum(static_cast<int64>(row.expired));
-		values[11] = Int64GetDatum(static_cast<int64>(row.expired_then_stale));
-		values[12] = interval_datum(row.max_overrun_us);
-		values[13] = interval_datum(row.max_late_gap_us);
-		nulls[12] = nulls[13] = row.max_late_gap_us == 0;
-		int64 gap_p99 = percentile_us(row.gaps, 0.99);
-		int64 suggested = Max(gap_p99 > 0 ? 3 * gap_p99 : 0, 2 * row.max_late_gap_us);
-		values[14] = interval_datum(suggested);
-		nulls[14] = suggested == 0;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	return static_cast<Datum>(0);
+	return return_prefix_rows<15>(
+	    fcinfo, "fencing.lease_health", [](const PrefixRow &row, Datum *values, bool *nulls) {
+		    values[0] = CStringGetTextDatum(row.prefix);
+		    const Histogram *histograms[2] = {&row.gaps, &row.holds};
+		    for (int h = 0; h < 2; h++) {
+			    int column = 1 + 4 * h;
+			    uint64 count = samples(*histograms[h]);
+			    values[column] = Int64GetDatum(static_cast<int64>(count));
+			    values[column + 1] = interval_datum(percentile_us(*histograms[h], 0.5));
+			    values[column + 2] = interval_datum(percentile_us(*histograms[h], 0.99));
+			    values[column + 3] = interval_datum(histograms[h]->max_us);
+			    for (int c = column + 1; c <= column + 3; c++)
+				    nulls[c] = count == 0;
+		    }
+		    values[9] = Int64GetDatum(static_cast<int64>(row.late_renewals));
+		    values[10] = Int64GetDatum(static_cast<int64>(row.expired));
+		    values[11] = Int64GetDatum(static_cast<int64>(row.expired_then_stale));
+		    values[12] = interval_datum(row.max_overrun_us);
+		    values[13] = interval_datum(row.max_late_gap_us);
+		    nulls[12] = nulls[13] = row.max_late_gap_us == 0;
+		    int64 gap_p99 = percentile_us(row.gaps, 0.99);
+		    int64 suggested = Max(gap_p99 > 0 ? 3 * gap_p99 : 0, 2 * row.max_late_gap_us);
+		    values[14] = interval_datum(suggested);
+		    nulls[14] = suggested == 0;
+	    });
 }
 
 /* fencing.lease_stats_reset(): the lease counters and health of the current database start anew. */
