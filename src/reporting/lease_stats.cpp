@@ -54,7 +54,6 @@ extern "C" {
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
 
@@ -212,10 +211,7 @@ void reclaim_dropped_databases()
 			seen[count++] = row.dbid;
 	}
 	LWLockRelease(lock);
-	int gone = 0;
-	for (int i = 0; i < count; i++)
-		if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(seen[i])))
-			seen[gone++] = seen[i];
+	int gone = keep_dropped_databases(seen, count);
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	for (int i = 0; i < gone; i++) {
 		for (PrefixRow &row : shared->rows)

@@ -55,6 +55,7 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
 
@@ -277,20 +278,7 @@ void keep_until_prepared_ends(const char *gid)
 	PreparedSlot *slot = nullptr;
 	if (prepared_slots != nullptr && gid != nullptr) {
 		LWLockAcquire(prepared_lock, LW_EXCLUSIVE);
-		for (int i = 0; i < max_prepared_xacts; i++) {
-			PreparedSlot *s = &prepared_slots[i];
-			/* The gid was free: a slot of it is left from a transaction that ended unseen. */
-			if (s->in_use && s->dbid == MyDatabaseId && strcmp(s->gid, gid) == 0)
-				s->in_use = false;
-			if (!s->in_use && slot == nullptr)
-				slot = s;
-		}
-		if (slot != nullptr) {
-			slot->in_use = true;
-			slot->dbid = MyDatabaseId;
-			strlcpy(slot->gid, gid, sizeof slot->gid);
-			slot->count = 0;
-		}
+		slot = claim_prepared_slot(prepared_slots, gid);
 	}
 	int lost = 0;
 	hash_seq_init(&status, pending);
@@ -571,6 +559,15 @@ void stats_startup_shmem()
 StatsUtility stats_before_utility(const PlannedStmt *statement)
 {
 	return before_utility(statement);
+}
+
+int keep_dropped_databases(Oid *dbids, int count)
+{
+	int gone = 0;
+	for (int i = 0; i < count; i++)
+		if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbids[i])))
+			dbids[gone++] = dbids[i];
+	return gone;
 }
 
 void stats_after_utility(const StatsUtility &seen)
