@@ -119,6 +119,9 @@ bool registration_of(Oid relid, Registration *registration)
 
 bool protection_of(Relation rel, Registration *registration)
 {
+	/* A table that is no partition (the guard's common case) needs no catalog lookup. */
+	if (!rel->rd_rel->relispartition)
+		return registration_of(RelationGetRelid(rel), registration) && registration->is_protected;
 	return protection_of(RelationGetRelid(rel), registration);
 }
 
