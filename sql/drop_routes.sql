@@ -46,6 +46,13 @@ ALTER TABLE stock_theirs OWNER TO regress_drops_part;
 \c
 SELECT left(t.error_of($$DROP OWNED BY regress_drops_part$$), 5) AS sqlstate;
 SELECT to_regclass('stock_theirs') IS NOT NULL AS still_there;
+-- Nor does the partition's owner drop its TRUNCATE guard (then truncate it
+-- without a token): the protected table's owner's (42501), also in a
+-- session where the module was not loaded.
+\c
+SET ROLE regress_drops_part;
+SELECT t.error_of($$DROP TRIGGER fencing_guard_truncate ON stock_theirs$$);
+RESET ROLE;
 SET ROLE regress_drops_owner;
 
 -- So a stale writer cannot bring back a key the newer holder deleted.
@@ -64,6 +71,15 @@ ALTER EVENT TRIGGER fencing_before_drop DISABLE;
 \c
 SELECT left(t.error_of($$DROP TABLE stock_low$$), 5) AS sqlstate;
 SELECT to_regclass('stock_low') IS NOT NULL AS still_there;
+-- A guard trigger's drop, likewise: refused by name when the hook saw it
+-- (42501, preloaded), else failing closed (55000).
+\c
+SET ROLE regress_drops_part;
+SELECT left(t.error_of($$DROP TRIGGER fencing_guard_truncate ON stock_theirs$$), 5)
+       IN ('42501', '55000') AS refused;
+RESET ROLE;
+SELECT count(*) AS truncate_guard FROM pg_trigger
+WHERE tgrelid = 'stock_theirs'::regclass AND tgname = 'fencing_guard_truncate';
 ALTER EVENT TRIGGER fencing_before_drop ENABLE;
 
 -- Detached first, a partition goes with its history kept by the table.

@@ -149,7 +149,8 @@ UPDATE mt_items SET v = 'gone' WHERE id = 9;
 ROLLBACK;
 RESET ROLE;
 
--- Counted in fencing.stats, not in the rollout report.
+-- Counted in fencing.stats when their transaction commits (the rolled-back
+-- reload above is not), not in the rollout report.
 SELECT maintenance_writes, stale_reported, missing_reported
 FROM fencing.stats WHERE relation = 'mt_items'::regclass;
 SELECT count(*) FROM fencing.rollout_report WHERE relation = 'mt_items'::regclass;

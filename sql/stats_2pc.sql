@@ -77,5 +77,53 @@ COMMIT PREPARED 'fencing_stats_many';
 SELECT count(*) AS counters, sum(writes_accepted) AS accepted
 FROM fencing.stats WHERE resource LIKE 'prepared:many %';
 
-DROP VIEW prepared_counts;
-DROP TABLE prepared_writes;
+-- Report-only and maintenance writes (stale_reported, missing_reported,
+-- maintenance_writes, fencing.rollout_report) are counted like accepted
+-- ones: once at COMMIT PREPARED in whatever session, never at ROLLBACK
+-- PREPARED, nor those rolled back to a savepoint before PREPARE.
+CREATE TABLE prepared_reports (id int PRIMARY KEY, v text);
+SELECT fencing.protect('prepared_reports', enforce => false);
+BEGIN;
+SET LOCAL fencing.token = 100;
+INSERT INTO prepared_reports VALUES (1, 'a'), (2, 'b'), (3, 'c');
+COMMIT;
+SELECT fencing.stats_reset();
+SELECT fencing.rollout_report_reset();
+CREATE VIEW report_counts AS
+SELECT s.writes_accepted, s.stale_reported, s.missing_reported, s.maintenance_writes,
+       (SELECT coalesce(sum(r.count), 0) FROM fencing.rollout_report r
+        WHERE r.relation = 'prepared_reports'::regclass) AS in_report
+FROM fencing.stats s WHERE s.relation = 'prepared_reports'::regclass;
+BEGIN;
+SET LOCAL fencing.token = 5;
+UPDATE prepared_reports SET v = 'stale' WHERE id = 1;
+PREPARE TRANSACTION 'fencing_reports_rolled_back';
+SELECT * FROM report_counts;
+\c -
+ROLLBACK PREPARED 'fencing_reports_rolled_back';
+SELECT * FROM report_counts;
+BEGIN;
+SET LOCAL fencing.token = 5;
+UPDATE prepared_reports SET v = 'stale' WHERE id IN (1, 2);
+SAVEPOINT s;
+UPDATE prepared_reports SET v = 'stale, rolled back' WHERE id = 3;
+ROLLBACK TO SAVEPOINT s;
+RESET fencing.token;
+SET LOCAL fencing.maintenance = on;
+UPDATE prepared_reports SET v = 'maintained' WHERE id = 3;
+SET LOCAL fencing.maintenance = off;
+SET LOCAL application_name = 'second writer';
+DELETE FROM prepared_reports WHERE id = 3;
+PREPARE TRANSACTION 'fencing_reports_committed';
+SELECT * FROM report_counts;
+\c -
+COMMIT PREPARED 'fencing_reports_committed';
+SELECT * FROM report_counts;
+SELECT role IS NOT NULL AS has_role, application_name, reason, count
+FROM fencing.rollout_report WHERE relation = 'prepared_reports'::regclass ORDER BY 2, 3;
+-- Once only.
+COMMIT PREPARED 'fencing_reports_committed';
+SELECT * FROM report_counts;
+
+DROP VIEW prepared_counts, report_counts;
+DROP TABLE prepared_writes, prepared_reports;

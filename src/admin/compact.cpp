@@ -5,6 +5,7 @@
  * present a token below it - and remove the deleted-key marks, idle leases
  * and fences below it, which the floor now speaks for.
  */
+#include "admin/ddl.hpp"
 #include "base/arguments.hpp"
 #include "base/compat.hpp"
 #include "legacy/leases_0_3_0.hpp"
@@ -215,28 +216,14 @@ struct Tree {
 };
 FENCING_PLAIN_DATA(Tree);
 
-/* Opens the table `relid` with `lockmode` if the current user owns it; nullptr if it is gone. */
-Relation open_owned(Oid relid, LOCKMODE lockmode)
-{
-	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
-	    !owns_relation(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)),
-		               get_rel_name(relid));
-	/* Only then the lock: a role that does not own the table cannot queue it. */
-	Relation rel = try_relation_open(relid, lockmode);
-	if (rel != nullptr && !owns_relation(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
-		               RelationGetRelationName(rel));
-	return rel;
-}
-
-Tree raise_table_floor(Oid relid, int64 below, MemoryContext keep, int64 *removed)
+Tree raise_table_floor(Oid relid, int64 below, MemoryContext keep, int64 *removed,
+                       const char *function)
 {
 	/*
 	 * Writes wait while the floor goes up: one that read the old floor
 	 * cannot commit after the new one.
 	 */
-	Relation rel = open_owned(relid, ShareRowExclusiveLock);
+	Relation rel = try_open_target(relid, ShareRowExclusiveLock, Target::protected_table, function);
 	if (rel == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
 		                errmsg("relation with OID %u does not exist", relid)));
@@ -246,13 +233,6 @@ Tree raise_table_floor(Oid relid, int64 below, MemoryContext keep, int64 *remove
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("relation \"%s\" is not protected", RelationGetRelationName(rel)),
 		                errhint("fencing.compact() raises the floor of a protected table.")));
-	if (registration.relid != relid)
-		ereport(
-		    ERROR,
-		    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-		     errmsg("relation \"%s\" is a partition of a protected table",
-		            RelationGetRelationName(rel)),
-		     errhint("Compact the protected table: its marks and floor cover its partitions.")));
 	List *tree = find_all_inheritors(relid, ShareRowExclusiveLock, nullptr);
 	MarkStore marks = open_mark_store(rel, fence, CurrentMemoryContext);
 	/* The marks only when the clock alone would refuse: reading them all takes long. */
@@ -401,7 +381,8 @@ bool commit_and_reopen(void *state)
 	auto *batches = static_cast<TableBatches *>(state);
 	SPI_commit();
 	/* Dropped meanwhile: its marks went with it.  No longer the caller's: an error. */
-	Relation rel = open_owned(batches->relid, ShareUpdateExclusiveLock);
+	Relation rel = try_open_target(batches->relid, ShareUpdateExclusiveLock, Target::owned,
+	                               "compact_in_batches");
 	if (rel == nullptr) {
 		batches->gone = true;
 		return false;
@@ -430,7 +411,8 @@ FENCING_FUNCTION(compact)
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
 	int64 below = require_token(PG_GETARG_DATUM(1), PG_ARGISNULL(1), "below");
 	int64 removed = 0;
-	Tree tree = raise_table_floor(PG_GETARG_OID(0), below, CurrentMemoryContext, &removed);
+	Tree tree =
+	    raise_table_floor(PG_GETARG_OID(0), below, CurrentMemoryContext, &removed, "compact");
 	removed += remove_table_marks(tree, below, one_transaction_batch, CurrentMemoryContext, nullptr,
 	                              nullptr, nullptr);
 	PG_RETURN_INT64(removed);
@@ -460,7 +442,7 @@ FENCING_FUNCTION(compact_in_batches)
 		    MemoryContext keep =
 		        CurrentMemoryContext; /* SPI's procedure context: outlives commits */
 		    int64 count = 0;
-		    Tree tree = raise_table_floor(state.relid, below, keep, &count);
+		    Tree tree = raise_table_floor(state.relid, below, keep, &count, "compact_in_batches");
 		    if (tree.count > 0 && commit_and_reopen(&state))
 			    count += remove_table_marks(tree, below, batch, keep, commit_and_reopen, &state,
 			                                &state.gone);

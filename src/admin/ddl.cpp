@@ -129,33 +129,83 @@ const char *qualified_name(Oid relid)
 }
 
 /*
- * Opens a relation, or errors with 42P01 (a missing one) or, with
- * `owner_only`, 42501 (one the current user does not own) before taking the
- * lock: a role that may not change the table cannot queue a lock that makes
- * its writers wait.
+ * Errors (42501) unless `user` has the privileges of the owner of the
+ * protected table whose tree holds `relid` (itself or a partition ancestor);
+ * nothing if no protected table covers it.
  */
-Relation open_target(FunctionCallInfo fcinfo, LOCKMODE lock, bool owner_only)
+void require_tree_owner(Oid relid, Oid user, const char *action)
+{
+	Registration registration;
+	if (!protection_of(relid, &registration) || owns_relation(registration.relid, user))
+		return;
+	const char *table = qualified_name(registration.relid);
+	ereport(ERROR,
+	        (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+	         errmsg("must be owner of protected table \"%s\" to %s", table, action),
+	         registration.relid == relid
+	             ? errdetail("The tokens, marks, floor, options and guard of a protected table's "
+	                         "tree are the table owner's.")
+	             : errdetail("Relation \"%s\" is in the tree of protected table \"%s\": the "
+	                         "tokens, marks, floor, options and guard of that tree are the table "
+	                         "owner's, whoever owns the relation.",
+	                         qualified_name(relid), table)));
+}
+
+/*
+ * What the current user must have to call `function` on `relid` (the rights
+ * of the owner of its protected table, or of its own owner), and the
+ * refusal of a partition that Target::protected_table adds.
+ */
+static void check_rights(Oid relid, Target target, const char *function)
+{
+	if (target == Target::any || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		return;
+	Registration registration;
+	bool partition = protection_of(relid, &registration) && registration.relid != relid;
+	if (partition)
+		require_tree_owner(
+		    relid, GetUserId(),
+		    psprintf("call fencing.%s() on \"%s\"", function, qualified_name(relid)));
+	else if (!owns_relation(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)),
+		               get_rel_name(relid));
+	if (target == Target::protected_table && partition)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("relation \"%s\" is a partition of protected table \"%s\"",
+		                       qualified_name(relid), qualified_name(registration.relid)),
+		                errdetail("Its guard, options, marks and floor are that table's."),
+		                errhint("Call fencing.%s() on \"%s\", or detach the partition first.",
+		                        function, qualified_name(registration.relid))));
+}
+
+/*
+ * Opens a relation for an owner's function, or returns nullptr if it does
+ * not exist.  The rights are checked before the lock, so that a role that
+ * may not change the table cannot queue a lock that makes its writers wait,
+ * and again under it: the relation may have joined or left a protected
+ * table's tree, or changed owner, while the lock was awaited.
+ */
+Relation try_open_target(Oid relid, LOCKMODE lock, Target target, const char *function)
+{
+	check_rights(relid, target, function);
+	Relation rel = try_relation_open(relid, lock);
+	if (rel != nullptr)
+		check_rights(relid, target, function);
+	return rel;
+}
+
+/* try_open_target() of a function's first argument, which must exist (42P01). */
+Relation open_target(FunctionCallInfo fcinfo, LOCKMODE lock, Target target)
 {
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 		        (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("target must not be null")));
-	if (owner_only && SearchSysCacheExists1(RELOID, PG_GETARG_DATUM(0)) &&
-	    !owns_relation(PG_GETARG_OID(0), GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(PG_GETARG_OID(0))),
-		               get_rel_name(PG_GETARG_OID(0)));
-	Relation rel = try_relation_open(PG_GETARG_OID(0), lock);
+	const char *function = get_func_name(fcinfo->flinfo->fn_oid);
+	Relation rel = try_open_target(PG_GETARG_OID(0), lock, target, function);
 	if (rel == nullptr)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
 		                errmsg("relation with OID %u does not exist", PG_GETARG_OID(0))));
 	return rel;
-}
-
-/* Errors (42501) unless the current user owns the relation. */
-void require_owner(Relation rel)
-{
-	if (!owns_relation(RelationGetRelid(rel), GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
-		               RelationGetRelationName(rel));
 }
 
 } // namespace fencing
@@ -171,6 +221,7 @@ struct Collected {
 	List *retyped;   /* pairs: relation OID, column name of ALTER COLUMN ... TYPE and the like */
 	List *created;   /* OIDs of relations CREATE TABLE (AS) and CREATE FOREIGN TABLE made */
 	List *joined;    /* pairs: extension OID, relation OID of ALTER EXTENSION ... ADD */
+	List *attached;  /* OIDs of the tables ATTACH PARTITION attached */
 };
 FENCING_PLAIN_DATA(Collected);
 
@@ -192,7 +243,7 @@ bool changes_column_kind(AlterTableType type)
 /* Reads pg_event_trigger_ddl_commands() into plain lists (in the caller's memory). */
 Collected collect_commands()
 {
-	Collected collected{NIL, NIL, NIL, NIL, NIL, NIL};
+	Collected collected{NIL, NIL, NIL, NIL, NIL, NIL, NIL};
 	MemoryContext caller = CurrentMemoryContext;
 	run_sql(
 	    "SELECT command, classid, objid FROM pg_catalog.pg_event_trigger_ddl_commands()", 0,
@@ -259,6 +310,7 @@ Collected collect_commands()
 					        reinterpret_cast<PartitionCmd *>(at->def)->name, NoLock, true);
 					    if (OidIsValid(attached) && get_rel_relispartition(attached) &&
 					        get_partition_parent(attached, true) == cmd->d.alterTable.objectId) {
+						    collected.attached = lappend_oid(collected.attached, attached);
 						    ListCell *member;
 						    foreach (member, find_all_inheritors(attached, NoLock, nullptr))
 							    if (!list_member_oid(collected.relations, lfirst_oid(member)))
@@ -662,6 +714,30 @@ void refuse_extension_member(Oid extension, Oid relid)
 		         errhint("Run fencing.unprotect() on the protected table first.")));
 }
 
+/*
+ * A relation that joins a protected table's tree (ATTACH PARTITION, CREATE
+ * [FOREIGN] TABLE ... PARTITION OF) at any level needs the protected
+ * table's owner: an attached table brings its rows with their tokens (a
+ * foreign table, whatever its server holds), which the guard never checked.
+ * PostgreSQL lets the owner of a partition that is itself partitioned add
+ * partitions to it; below a protected table, that owner could otherwise
+ * detach one, lower its tokens and attach it again.
+ */
+void require_joins_by_owner(const Collected &collected)
+{
+	List *joined = list_copy(collected.attached);
+	ListCell *cell;
+	foreach (cell, collected.created)
+		if (get_rel_relispartition(lfirst_oid(cell)))
+			joined = list_append_unique_oid(joined, lfirst_oid(cell));
+	foreach (cell, joined) {
+		Oid parent = get_partition_parent(lfirst_oid(cell), true);
+		require_tree_owner(
+		    parent, GetUserId(),
+		    psprintf("add partition \"%s\" to its tree", qualified_name(lfirst_oid(cell))));
+	}
+}
+
 SPIPlanPtr forget_orphans_plan = nullptr;
 
 /*
@@ -770,12 +846,8 @@ void keep_history(Oid parent, Oid partition)
 	relation_close(detached, NoLock);
 }
 
-/*
- * A trigger created or renamed: the guard's triggers on a protected table
- * keep their names, and another BEFORE UPDATE row trigger makes the guard's
- * key check take the form that sees the keys it changes.
- */
-void follow_trigger(Oid trigger_oid, bool renamed)
+/* The fixed part of trigger `trigger_oid`'s pg_trigger row; false if there is none. */
+bool trigger_row(Oid trigger_oid, FormData_pg_trigger *row)
 {
 	Relation triggers = table_open(TriggerRelationId, AccessShareLock);
 	ScanKeyData key;
@@ -783,26 +855,45 @@ void follow_trigger(Oid trigger_oid, bool renamed)
 	            ObjectIdGetDatum(trigger_oid));
 	SysScanDesc scan = systable_beginscan(triggers, TriggerOidIndexId, true, nullptr, 1, &key);
 	HeapTuple tuple = systable_getnext(scan);
-	Oid relid = InvalidOid, function = InvalidOid;
-	int16 type = 0;
-	NameData name;
-	if (HeapTupleIsValid(tuple)) {
-		auto *form = reinterpret_cast<Form_pg_trigger>(GETSTRUCT(tuple));
-		relid = form->tgrelid;
-		function = form->tgfoid;
-		type = form->tgtype;
-		name = form->tgname;
-	}
+	bool found = HeapTupleIsValid(tuple);
+	if (found)
+		*row = *reinterpret_cast<Form_pg_trigger>(GETSTRUCT(tuple));
 	systable_endscan(scan);
 	table_close(triggers, AccessShareLock);
-	if (!OidIsValid(relid))
+	return found;
+}
+
+/*
+ * A trigger created or renamed: the guard's triggers on a protected table
+ * keep their names, and another BEFORE UPDATE row trigger makes the guard's
+ * key check take the form that sees the keys it changes.  A BEFORE row
+ * trigger for INSERT or UPDATE that fires after the guard (triggers fire in
+ * name order) can rewrite the token the guard just checked and stored, so on
+ * a relation of a protected tree only the protected table's owner may make
+ * one: a partition's owner, or a role granted TRIGGER, could otherwise
+ * store any token under any writer's write.  (One firing before the guard
+ * changes what the write presents, which the guard then checks.)
+ */
+void follow_trigger(Oid trigger_oid, bool renamed)
+{
+	FormData_pg_trigger row;
+	if (!trigger_row(trigger_oid, &row))
 		return;
+	Oid relid = row.tgrelid, function = row.tgfoid, parent = row.tgparentid;
+	int16 type = row.tgtype;
+	NameData name = row.tgname;
 	Relation rel = relation_open(relid, AccessShareLock);
 	bool guard = calls_guard(function);
 	if (renamed && guard && !guard_trigger_named(NameStr(name)) && registered(rel))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("the guard's triggers cannot be renamed"),
 		                errhint("Run fencing.unprotect() to remove the guard.")));
+	if (!guard && !OidIsValid(parent) && TRIGGER_FOR_ROW(type) && TRIGGER_FOR_BEFORE(type) &&
+	    (TRIGGER_FOR_INSERT(type) || TRIGGER_FOR_UPDATE(type)) &&
+	    strcmp(NameStr(name), guard_trigger_name) > 0)
+		require_tree_owner(relid, GetUserId(),
+		                   psprintf("make trigger \"%s\" on \"%s\" fire after its guard",
+		                            NameStr(name), qualified_name(relid)));
 	if (!guard && TRIGGER_FOR_ROW(type) && TRIGGER_FOR_BEFORE(type) && TRIGGER_FOR_UPDATE(type))
 		complete_guards_near(rel, true);
 	relation_close(rel, NoLock);
@@ -841,6 +932,7 @@ FENCING_FUNCTION(after_table_ddl)
 		List *pair = static_cast<List *>(lfirst(cell));
 		refuse_extension_member(linitial_oid(pair), lsecond_oid(pair));
 	}
+	require_joins_by_owner(collected);
 	if (citus_connection) {
 		foreach (cell, collected.relations)
 			require_guards_enabled(lfirst_oid(cell));
@@ -884,6 +976,23 @@ FENCING_PLAIN_DATA(DroppedPartition);
 List *dropped_partitions = NIL; /* of DroppedPartition * */
 
 /*
+ * Guard triggers dropped in this transaction outside protect() and
+ * unprotect(): the relation, the names for the message, and the role that
+ * dropped them.  The TRUNCATE guard of a partition is its own trigger, not
+ * a clone of the table's, so the partition's owner could drop it and then
+ * truncate the partition without a token: at sql_drop, such a drop needs the
+ * protected table's owner, unless the relation went in the same command.
+ */
+struct DroppedGuard {
+	Oid relid;
+	const char *relation;
+	const char *trigger;
+	Oid user;
+};
+FENCING_PLAIN_DATA(DroppedGuard);
+List *dropped_guards = NIL; /* of DroppedGuard * */
+
+/*
  * Whether the object access hook may have missed part of the running
  * command's drops: the module was loaded (not preloaded) during the
  * statement, and fencing_before_drop, which loads it at the start of every
@@ -917,12 +1026,31 @@ bool any_protected_table()
 	                    });
 }
 
+void note_dropped_guard(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id)
+{
+	if (access != OAT_DROP || class_id != TriggerRelationId || sub_id != 0 || own_ddl > 0)
+		return;
+	FormData_pg_trigger row;
+	if (!trigger_row(object_id, &row) || OidIsValid(row.tgparentid) || !calls_guard(row.tgfoid))
+		return;
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	auto *dropped = static_cast<DroppedGuard *>(palloc(sizeof(DroppedGuard)));
+	dropped->relid = row.tgrelid;
+	dropped->relation = qualified_name(row.tgrelid);
+	dropped->trigger = pstrdup(NameStr(row.tgname));
+	dropped->user = GetUserId();
+	dropped_guards = lappend(dropped_guards, dropped);
+	MemoryContextSwitchTo(old);
+}
+
 void forget_dropped_partitions(XactEvent event)
 {
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 	    event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
-	    event == XACT_EVENT_PREPARE)
+	    event == XACT_EVENT_PREPARE) {
 		dropped_partitions = NIL;
+		dropped_guards = NIL;
+	}
 }
 
 } // namespace
@@ -938,8 +1066,10 @@ void ddl_module_loaded()
 
 void ddl_object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id)
 {
-	guarded("object access hook",
-	        [&]() { note_dropped_partition(access, class_id, object_id, sub_id); });
+	guarded("object access hook", [&]() {
+		note_dropped_partition(access, class_id, object_id, sub_id);
+		note_dropped_guard(access, class_id, object_id, sub_id);
+	});
 }
 
 void ddl_end_of_transaction(XactEvent event)
@@ -975,31 +1105,42 @@ FENCING_FUNCTION(before_drop)
 FENCING_FUNCTION(refuse_partition_drops)
 {
 	List *recorded = dropped_partitions;
+	List *guards = dropped_guards;
 	dropped_partitions = NIL;
+	dropped_guards = NIL;
 	bool unwatched =
 	    loaded_in_statement != 0 && loaded_in_statement == GetCurrentStatementStartTimestamp();
-	if (recorded == NIL && !unwatched)
+	if (recorded == NIL && guards == NIL && !unwatched)
 		PG_RETURN_VOID();
 	MemoryContext caller = CurrentMemoryContext;
 	List *dropped = NIL;
-	run_sql("SELECT objid FROM pg_catalog.pg_event_trigger_dropped_objects()"
+	bool guard_dropped = false;
+	run_sql("SELECT objid, object_type = 'trigger'"
+	        " FROM pg_catalog.pg_event_trigger_dropped_objects()"
 	        " WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND objsubid = 0"
-	        " AND object_type IN ('table', 'foreign table')",
+	        " AND object_type IN ('table', 'foreign table')"
+	        " OR classid = 'pg_catalog.pg_trigger'::pg_catalog.regclass"
+	        " AND address_names[pg_catalog.array_upper(address_names, 1)] LIKE 'fencing\\_guard%'",
 	        0, nullptr, nullptr, InvalidSnapshot, true, false, [&](int rc) {
 		        expect_result(rc, SPI_OK_SELECT, "reading the dropped objects");
 		        MemoryContext spi = MemoryContextSwitchTo(caller);
 		        for (uint64 row = 0; row < SPI_processed; row++) {
 			        bool isnull;
-			        dropped = lappend_oid(dropped, DatumGetObjectId(result_value(row, 1, &isnull)));
+			        if (DatumGetBool(result_value(row, 2, &isnull)))
+				        guard_dropped = true;
+			        else
+				        dropped =
+				            lappend_oid(dropped, DatumGetObjectId(result_value(row, 1, &isnull)));
 		        }
 		        MemoryContextSwitchTo(spi);
 	        });
 	/*
 	 * Without preload and with fencing_before_drop disabled, the module
-	 * loaded only now: which of the dropped tables were partitions is not
-	 * known any more.  Fail closed while a protected table exists.
+	 * loaded only now: which of the dropped tables were partitions, and who
+	 * dropped which guard, is not known any more.  Fail closed while a
+	 * protected table exists.
 	 */
-	if (unwatched && dropped != NIL && any_protected_table())
+	if (unwatched && (dropped != NIL || guard_dropped) && any_protected_table())
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("fencing cannot check this drop for partitions of protected tables"),
 		                errdetail("The module was loaded during the command: event trigger "
@@ -1007,6 +1148,14 @@ FENCING_FUNCTION(refuse_partition_drops)
 		                errhint("Enable event trigger fencing_before_drop, or add fencing to "
 		                        "shared_preload_libraries.")));
 	ListCell *cell;
+	foreach (cell, guards) {
+		auto *entry = static_cast<DroppedGuard *>(lfirst(cell));
+		if (!list_member_oid(dropped, entry->relid) &&
+		    SearchSysCacheExists1(RELOID, ObjectIdGetDatum(entry->relid)))
+			require_tree_owner(
+			    entry->relid, entry->user,
+			    psprintf("drop trigger \"%s\" on \"%s\"", entry->trigger, entry->relation));
+	}
 	foreach (cell, recorded) {
 		auto *entry = static_cast<DroppedPartition *>(lfirst(cell));
 		if (!list_member_oid(dropped, entry->relid))

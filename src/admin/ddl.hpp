@@ -34,14 +34,35 @@ void ddl_end_of_transaction(XactEvent event);
 void run_as_table_owner(Oid relid, const char *sql, int nargs, Oid *types, Datum *values);
 
 /*
- * Opens the relation of a function's first argument, or errors with 42P01
- * (a missing one) or, with `owner_only`, 42501 (one the current user does
- * not own) before taking the lock.
+ * What a function may be called on, and by whom.  The rights over a
+ * relation of a protected table's tree (the table and its partitions, at
+ * every level) are the protected table's owner's, whoever owns the
+ * relation: a partition may belong to another role, which writes it under
+ * the guard but changes nothing fencing keeps for the table.  A relation no
+ * protected table covers is its own owner's.
  */
-Relation open_target(FunctionCallInfo fcinfo, LOCKMODE lock, bool owner_only = false);
+enum class Target {
+	any,            /* no owner check */
+	owned,          /* the owner of the relation's protected table (partitions accepted) */
+	protected_table /* the same, and a partition of a protected table is refused (55000) */
+};
 
-/* Errors (42501) unless the current user owns the relation. */
-void require_owner(Relation rel);
+/*
+ * Opens the relation of a function's first argument, or errors with 42P01
+ * (a missing one) or 42501 (a caller without the rights `target` asks)
+ * before taking the lock, and checks the rights again under it.
+ */
+Relation open_target(FunctionCallInfo fcinfo, LOCKMODE lock, Target target = Target::any);
+
+/* open_target() of relation `relid` for `function`; nullptr if it does not exist. */
+Relation try_open_target(Oid relid, LOCKMODE lock, Target target, const char *function);
+
+/*
+ * Errors (42501) unless `user` has the privileges of the owner of the
+ * protected table whose tree holds `relid`; nothing if no protected table
+ * covers it.  `action` ("add partition ... to its tree") says what needed them.
+ */
+void require_tree_owner(Oid relid, Oid user, const char *action);
 
 /* Is the column's default absent, or the constant 0? */
 bool default_is_zero(Relation rel, AttrNumber attnum);

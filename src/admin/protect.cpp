@@ -89,9 +89,8 @@ static void protect_table(FunctionCallInfo fcinfo, bool with_options)
 		                errmsg("max_token must be positive, got " INT64_FORMAT, max_token),
 		                errhint("Pass a positive bigint, or NULL for no ceiling.")));
 	/* One protect() or unprotect() of a table at a time: they drop and remake its triggers. */
-	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, true);
+	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, Target::protected_table);
 	Oid relid = RelationGetRelid(rel);
-	require_owner(rel);
 	/*
 	 * A temporary table goes at commit (ON COMMIT DROP) or at the session's
 	 * end without sql_drop: its registry row, marks and floor would stay
@@ -158,9 +157,8 @@ FENCING_FUNCTION(fencing_protect)
  */
 FENCING_FUNCTION(fencing_set_maintainer)
 {
-	Relation rel = open_target(fcinfo, AccessShareLock, true);
+	Relation rel = open_target(fcinfo, AccessShareLock, Target::protected_table);
 	Oid relid = RelationGetRelid(rel);
-	require_owner(rel);
 	const char *name = pstrdup(RelationGetRelationName(rel));
 	relation_close(rel, NoLock);
 	Oid role = PG_ARGISNULL(1) ? InvalidOid : PG_GETARG_OID(1);
@@ -186,9 +184,8 @@ FENCING_FUNCTION(fencing_set_enforce)
 	if (PG_ARGISNULL(1))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 		                errmsg("fencing.set_enforce() arguments must not be null")));
-	Relation rel = open_target(fcinfo, AccessShareLock, true);
+	Relation rel = open_target(fcinfo, AccessShareLock, Target::protected_table);
 	Oid relid = RelationGetRelid(rel);
-	require_owner(rel);
 	const char *name = pstrdup(RelationGetRelationName(rel));
 	relation_close(rel, NoLock);
 	if (!PG_GETARG_BOOL(1))
@@ -203,9 +200,8 @@ FENCING_FUNCTION(fencing_set_enforce)
 /* fencing.unprotect(target): the guard goes; the registry keeps the key identity. */
 FENCING_FUNCTION(unprotect)
 {
-	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, true);
+	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, Target::protected_table);
 	Oid relid = RelationGetRelid(rel);
-	require_owner(rel);
 	relation_close(rel, NoLock);
 	Oid types[1] = {REGCLASSOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};

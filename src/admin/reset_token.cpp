@@ -168,7 +168,7 @@ FENCING_FUNCTION(fencing_reset_token)
 	Reset r{};
 	r.token = require_token(PG_GETARG_DATUM(2), PG_ARGISNULL(2), "token");
 	/* The lock an UPDATE takes, after the owner check: no one else queues it. */
-	r.rel = open_target(fcinfo, RowExclusiveLock, true);
+	r.rel = open_target(fcinfo, RowExclusiveLock, Target::owned);
 	fence_of_table(r.rel, &r.fence);
 	check_target(r);
 	TableOptions options = options_of(r.rel);

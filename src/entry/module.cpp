@@ -139,7 +139,8 @@ void executor_end(QueryDesc *query)
  *     tables too (the statement may be replaced by a copy);
  *  3. the previous hook, or PostgreSQL's;
  *  4. statistics (preloaded only): COMMIT and ROLLBACK PREPARED settle the
- *     prepared transaction's counts once they succeeded;
+ *     prepared transaction's counts once they succeeded, and its groups of
+ *     the rollout report (reporting/rollout), whose PREPARE's gid is kept;
  *  5. the report-only guards' LOG line counts a utility statement as an
  *     executor: the outermost one's end flushes it (COPY FROM, a DO block;
  *     reporting/rollout).
@@ -158,8 +159,10 @@ void process_utility(PlannedStmt *statement, const char *text, bool read_only,
 		                         completion);
 	else
 		standard_ProcessUtility(statement, text, read_only, context, params, env, dest, completion);
-	if (preloaded)
+	if (preloaded) {
 		fencing::stats_after_utility(seen);
+		fencing::rollout_after_utility(seen);
+	}
 	fencing::rollout_executor_end();
 }
 
@@ -219,12 +222,12 @@ void object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub
  *     (state/token_setting), last, once nothing else can fail.
  * Before them, at commit and abort: the LOG line of writes a report-only
  * guard accepted that no statement's end flushed (a failed statement, a
- * subtransaction's abort; reporting/rollout).
+ * subtransaction's abort), and the transaction's rollout groups counted,
+ * kept for COMMIT PREPARED or dropped (reporting/rollout).
  */
 void end_of_transaction(XactEvent event, void *)
 {
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT)
-		fencing::rollout_flush_log();
+	fencing::rollout_end_of_transaction(event);
 	fencing::ddl_end_of_transaction(event);
 	if (preloaded)
 		fencing::stats_end_of_transaction(event);
@@ -239,7 +242,8 @@ void end_of_transaction(XactEvent event, void *)
 /*
  * The start or end of a subtransaction:
  *  1. statistics (preloaded only): the counts saved for it are kept or
- *     dropped, the lease calls made in it too (reporting/lease_stats);
+ *     dropped, the lease calls made in it too (reporting/lease_stats), and
+ *     its rollout groups (reporting/rollout);
  *  2. Citus: the workers' token is unknown again;
  *  3. the lease queue (preloaded only): a grant's place goes with its
  *     rolled-back subtransaction, or passes to the parent.
@@ -251,6 +255,8 @@ void end_of_subtransaction(SubXactEvent event, SubTransactionId subid, SubTransa
 		fencing::stats_end_of_subtransaction(event);
 	if (preloaded)
 		fencing::lease_stats_end_of_subtransaction(event);
+	if (preloaded)
+		fencing::rollout_end_of_subtransaction(event);
 	fencing::citus_end_of_subtransaction(event);
 	if (preloaded)
 		fencing::lease_queue_end_of_subtransaction(event, subid, parent);

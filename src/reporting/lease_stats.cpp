@@ -2,10 +2,19 @@
  * Lease counters and lease health: one row per (database, resource prefix)
  * in shared memory, a fixed array of prefix_rows; the prefix of a resource
  * is its name up to and including its first ':' (the whole name without
- * one).  A database has at most rows_per_database rows of prefixes, so
- * that the roles of one database, whatever names they choose, cannot take
- * the rows of another's; a prefix that finds no room is counted in its
- * database's row "other" (other_rows of the rows are kept for those).  Beside them, a
+ * one).  The rows are shared out fairly between the databases that count
+ * calls: a database has at most rows_per_database rows of prefixes, and when
+ * no row is free, a database that needs one takes it from the database with
+ * the most rows, if that one has at least two more than it: its prefix used
+ * longest ago is folded into its row "other" (counters summed, histograms
+ * merged, maxima kept), so nothing counted is lost, only the prefix it was
+ * counted under.  So whatever names the roles of some databases choose,
+ * every database that counts keeps about an equal share of the rows (all 33
+ * it may have while 7 databases count, 8 rows each with 32), and a prefix
+ * that finds no room is counted in its own database's row "other".  The rows
+ * of a database that was dropped are freed by the next reader of the views,
+ * and by a call for a new prefix that finds the rows full (at most once a
+ * second per backend).  Beside them, a
  * set-associative table remembers the last lease of up to tracked_max
  * resources (its token, when it was granted and last renewed, when it
  * expires), from which renewal gaps, hold times and expiries while held
@@ -57,9 +66,9 @@ namespace
 {
 
 constexpr int prefix_length = 64;     /* bytes kept of a prefix, with the terminator */
-constexpr int prefix_rows = 256;      /* rows for the whole server ... */
-constexpr int other_rows = 32;        /* ... of which these only for databases' "other" rows */
-constexpr int rows_per_database = 32; /* rows of prefixes one database may have */
+constexpr int prefix_rows = 256;      /* rows for the whole server */
+constexpr int rows_per_database = 32; /* rows of prefixes one database may have, besides "other" */
+constexpr int64 reclaim_every_us = 1000000; /* a backend looks for dropped databases this often */
 constexpr const char *other_name = "other";
 constexpr int tracked_ways = 8;                 /* places a resource may take */
 constexpr int tracked_max = 512 * tracked_ways; /* leases remembered */
@@ -95,6 +104,7 @@ struct PrefixRow {
 	Histogram gaps;
 	Histogram holds;
 	TimestampTz reset_at;
+	TimestampTz used_at; /* its last counted call: the row used longest ago is given away first */
 };
 FENCING_PLAIN_DATA(PrefixRow);
 
@@ -121,6 +131,7 @@ struct Tracked {
 FENCING_PLAIN_DATA(Tracked);
 
 struct Shared {
+	bool full; /* a row was wanted and none was free */
 	PrefixRow rows[prefix_rows];
 	Tracked leases[tracked_max]; /* tracked_ways places per set, tracked_max / tracked_ways sets */
 };
@@ -146,6 +157,7 @@ struct PendingCall {
 FENCING_PLAIN_DATA(PendingCall);
 
 PendingCall *calls = nullptr; /* TopMemoryContext */
+TimestampTz last_reclaim = 0; /* this backend's last look for the rows of dropped databases */
 int call_count = 0;
 int call_room = 0;
 
@@ -178,11 +190,66 @@ void cut_prefix(const char *resource, char *prefix)
 	prefix[kept] = '\0';
 }
 
+/*
+ * Frees the rows, and the remembered leases, of databases that no longer
+ * exist: a database's rows are otherwise freed only by its own
+ * lease_stats_reset(), which a dropped database never calls.  The catalog
+ * is read without the lock held.
+ */
+void reclaim_dropped_databases()
+{
+	Oid seen[prefix_rows];
+	int count = 0;
+	LWLockAcquire(lock, LW_SHARED);
+	for (const PrefixRow &row : shared->rows) {
+		if (!row.in_use || row.dbid == MyDatabaseId)
+			continue;
+		int i = 0;
+		while (i < count && seen[i] != row.dbid)
+			i++;
+		if (i == count)
+			seen[count++] = row.dbid;
+	}
+	LWLockRelease(lock);
+	int gone = keep_dropped_databases(seen, count);
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	for (int i = 0; i < gone; i++) {
+		for (PrefixRow &row : shared->rows)
+			if (row.in_use && row.dbid == seen[i])
+				row.in_use = false;
+		for (Tracked &lease : shared->leases)
+			if (lease.in_use && lease.key.dbid == seen[i])
+				lease.in_use = false;
+	}
+	if (gone > 0)
+		shared->full = false;
+	LWLockRelease(lock);
+}
+
+/* Has this database no row for `prefix` yet (read under the shared lock)? */
+bool needs_row(const char *prefix)
+{
+	bool found = false;
+	LWLockAcquire(lock, LW_SHARED);
+	for (const PrefixRow &row : shared->rows)
+		if (row.in_use && row.dbid == MyDatabaseId && !row.other && strcmp(row.prefix, prefix) == 0)
+			found = true;
+	LWLockRelease(lock);
+	return !found;
+}
+
 void record(Call call, const char *resource, int64 token, int64 ttl_us, bool waited,
             int64 waited_us)
 {
 	if (!stats_on || shared == nullptr || call_count >= max_calls)
 		return;
+	char prefix[prefix_length];
+	cut_prefix(resource, prefix);
+	if (shared->full && needs_row(prefix) &&
+	    GetCurrentTimestamp() - last_reclaim >= reclaim_every_us) {
+		last_reclaim = GetCurrentTimestamp();
+		reclaim_dropped_databases();
+	}
 	if (call_count == call_room) {
 		int room = call_room == 0 ? 16 : call_room * 2;
 		Size size = sizeof(PendingCall) * static_cast<Size>(room);
@@ -195,7 +262,7 @@ void record(Call call, const char *resource, int64 token, int64 ttl_us, bool wai
 	c->waited = waited;
 	c->level = GetCurrentTransactionNestLevel();
 	c->resource = resource_hash(resource);
-	cut_prefix(resource, c->prefix);
+	memcpy(c->prefix, prefix, sizeof c->prefix);
 	c->token = token;
 	c->at = GetCurrentTimestamp();
 	c->ttl_us = ttl_us;
@@ -212,42 +279,167 @@ void init_row(PrefixRow *row, Oid dbid, const char *prefix, bool other)
 	row->reset_at = GetCurrentTimestamp();
 }
 
-/* The row of (dbid, prefix), made if there is room, else the database's "other"; lock exclusive.
+/* Adds the counts of `from` to `into` (the "other" row of the same database). */
+void fold_row(PrefixRow *into, const PrefixRow &from)
+{
+	into->grants += from.grants;
+	into->refused += from.refused;
+	into->waits += from.waits;
+	into->wait_us += from.wait_us;
+	into->wait_max_us = Max(into->wait_max_us, from.wait_max_us);
+	into->renewals += from.renewals;
+	into->failed_renewals += from.failed_renewals;
+	into->expired += from.expired;
+	into->releases += from.releases;
+	into->failed_releases += from.failed_releases;
+	into->late_renewals += from.late_renewals;
+	into->expired_then_stale += from.expired_then_stale;
+	into->max_overrun_us = Max(into->max_overrun_us, from.max_overrun_us);
+	into->max_late_gap_us = Max(into->max_late_gap_us, from.max_late_gap_us);
+	Histogram *histograms[2] = {&into->gaps, &into->holds};
+	const Histogram *added[2] = {&from.gaps, &from.holds};
+	for (int h = 0; h < 2; h++) {
+		for (int b = 0; b < buckets; b++)
+			histograms[h]->counts[b] += added[h]->counts[b];
+		histograms[h]->max_us = Max(histograms[h]->max_us, added[h]->max_us);
+	}
+	into->used_at = Max(into->used_at, from.used_at);
+}
+
+/* The rows of database `dbid`, and its "other" row (nullptr if none); lock held. */
+int rows_of(Oid dbid, PrefixRow **other)
+{
+	int count = 0;
+	*other = nullptr;
+	for (PrefixRow &row : shared->rows)
+		if (row.in_use && row.dbid == dbid) {
+			count++;
+			if (row.other)
+				*other = &row;
+		}
+	return count;
+}
+
+/* The prefix row of database `dbid` used longest ago, or nullptr; lock held. */
+PrefixRow *oldest_prefix_row(Oid dbid)
+{
+	PrefixRow *oldest = nullptr;
+	for (PrefixRow &row : shared->rows)
+		if (row.in_use && row.dbid == dbid && !row.other &&
+		    (oldest == nullptr || row.used_at < oldest->used_at))
+			oldest = &row;
+	return oldest;
+}
+
+/*
+ * Folds the prefix row of `dbid` used longest ago into its "other" row
+ * (which that prefix row becomes, if it has none) and returns the row freed,
+ * or nullptr when nothing was freed; lock held exclusive.
+ */
+PrefixRow *fold_oldest(Oid dbid)
+{
+	PrefixRow *other;
+	(void)rows_of(dbid, &other);
+	PrefixRow *oldest = oldest_prefix_row(dbid);
+	if (oldest != nullptr && other == nullptr) {
+		oldest->other = true;
+		strlcpy(oldest->prefix, other_name, sizeof oldest->prefix);
+		other = oldest;
+		oldest = oldest_prefix_row(dbid);
+	}
+	if (oldest == nullptr)
+		return nullptr;
+	fold_row(other, *oldest);
+	oldest->in_use = false;
+	return oldest;
+}
+
+/*
+ * A row for database `dbid`, which has `count` rows: a free one, else one
+ * taken from the database with the most rows if it has at least two more
+ * (ties: the one whose prefix rows were used longest ago); nullptr if none.
+ * One pass over the rows, and one over the databases seen for each.  Lock
+ * held exclusive.
+ */
+PrefixRow *room_for(Oid dbid, int count)
+{
+	struct Database {
+		Oid dbid;
+		int rows;
+		TimestampTz oldest; /* of its prefix rows */
+	};
+	Database databases[prefix_rows];
+	int seen = 0;
+	for (PrefixRow &row : shared->rows) {
+		if (!row.in_use)
+			return &row;
+		if (row.dbid == dbid)
+			continue;
+		int d = 0;
+		while (d < seen && databases[d].dbid != row.dbid)
+			d++;
+		if (d == seen)
+			databases[seen++] = Database{row.dbid, 0, DT_NOEND};
+		databases[d].rows++;
+		if (!row.other)
+			databases[d].oldest = Min(databases[d].oldest, row.used_at);
+	}
+	shared->full = true;
+	const Database *richest = nullptr;
+	for (int d = 0; d < seen; d++)
+		if (richest == nullptr || databases[d].rows > richest->rows ||
+		    (databases[d].rows == richest->rows && databases[d].oldest < richest->oldest))
+			richest = &databases[d];
+	if (richest == nullptr || richest->rows < count + 2)
+		return nullptr;
+	return fold_oldest(richest->dbid);
+}
+
+/*
+ * The row of (dbid, prefix), made if there is room, else the database's
+ * "other" (made if there is room for it; else the database's own prefix
+ * used longest ago becomes "other"); nullptr when the database has no row and
+ * finds none.  Lock held exclusive.
  */
 PrefixRow *prefix_row(Oid dbid, const char *prefix)
 {
-	PrefixRow *free_row = nullptr;
+	/* A resource named "other" counts in that row: two rows of one name would be one series twice.
+	 */
+	bool wants_other = strcmp(prefix, other_name) == 0;
+	int prefixes = 0;
 	PrefixRow *other = nullptr;
-	int used = 0;
-	int used_here = 0;
 	for (PrefixRow &row : shared->rows) {
-		if (!row.in_use) {
-			if (free_row == nullptr)
-				free_row = &row;
-			continue;
-		}
-		used++;
-		if (row.dbid != dbid)
+		if (!row.in_use || row.dbid != dbid)
 			continue;
 		if (row.other)
 			other = &row;
-		else if (strcmp(row.prefix, prefix) == 0)
+		else if (!wants_other && strcmp(row.prefix, prefix) == 0)
 			return &row;
 		else
-			used_here++;
+			prefixes++;
 	}
-	/* A resource named "other" counts in that row: two rows of one name would be one series twice.
-	 */
-	if (free_row != nullptr && used < prefix_rows - other_rows && used_here < rows_per_database &&
-	    strcmp(prefix, other_name) != 0) {
-		init_row(free_row, dbid, prefix, false);
-		return free_row;
+	int count = prefixes + (other != nullptr ? 1 : 0);
+	if (!wants_other && prefixes < rows_per_database) {
+		PrefixRow *room = room_for(dbid, count);
+		if (room != nullptr) {
+			init_row(room, dbid, prefix, false);
+			return room;
+		}
 	}
-	if (other == nullptr && free_row != nullptr) {
-		init_row(free_row, dbid, other_name, true);
-		other = free_row;
+	if (other != nullptr)
+		return other;
+	PrefixRow *room = room_for(dbid, count);
+	if (room != nullptr) {
+		init_row(room, dbid, other_name, true);
+		return room;
 	}
-	return other;
+	/* No room anywhere: this database's own oldest prefix becomes its "other". */
+	PrefixRow *oldest = oldest_prefix_row(dbid);
+	if (oldest != nullptr) {
+		oldest->other = true;
+		strlcpy(oldest->prefix, other_name, sizeof oldest->prefix);
+	}
+	return oldest;
 }
 
 void add_duration(Histogram *histogram, int64 us)
@@ -320,6 +512,7 @@ void count_call(const PendingCall &c)
 	memset(&ignored, 0, sizeof ignored);
 	if (row == nullptr)
 		row = &ignored; /* no room: measured into a row nobody reads */
+	row->used_at = Max(row->used_at, c.at);
 	Tracked *lease = tracked_lease(c.resource, c.call == Call::grant);
 	if (c.waited && (c.call == Call::grant || c.call == Call::refused)) {
 		row->waits++;
@@ -415,8 +608,10 @@ void count_stale_lease_token(const char *resource, int64 presented)
 		char prefix[prefix_length];
 		cut_prefix(resource, prefix);
 		PrefixRow *row = prefix_row(MyDatabaseId, prefix);
-		if (row != nullptr)
+		if (row != nullptr) {
 			row->expired_then_stale++;
+			row->used_at = Max(row->used_at, GetCurrentTimestamp());
+		}
 		lease->stale_counted = true;
 	}
 	LWLockRelease(lock);
@@ -544,6 +739,7 @@ Datum return_prefix_rows(FunctionCallInfo fcinfo, const char *view, RowOf row_of
 	ReturnSetInfo *rsinfo = rows_or_warning(fcinfo, view);
 	if (shared == nullptr)
 		return static_cast<Datum>(0);
+	reclaim_dropped_databases();
 	PrefixRow *rows;
 	int n = copy_rows(&rows);
 	for (int i = 0; i < n; i++) {
@@ -626,7 +822,9 @@ FENCING_FUNCTION(fencing_lease_stats_reset)
 		for (PrefixRow &row : shared->rows)
 			if (row.in_use && row.dbid == MyDatabaseId)
 				row.in_use = false;
+		shared->full = false;
 		LWLockRelease(lock);
+		reclaim_dropped_databases();
 	}
 	PG_RETURN_VOID();
 }

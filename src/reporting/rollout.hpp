@@ -10,8 +10,9 @@
  * The groups live in a fixed-size hash table of fencing.rollout_report_max
  * entries (only with shared_preload_libraries = 'fencing'): nothing durable,
  * emptied by a restart.  When it is full, a new group is not added: its
- * writes are counted in one overflow row per reason (no relation) and still
- * logged.
+ * writes are counted in its database's overflow row per reason (no
+ * relation) and still logged.  A write is counted when its transaction
+ * commits (COMMIT PREPARED for a prepared one), never when it rolls back.
  */
 #pragma once
 
@@ -48,6 +49,21 @@ void rollout_executor_end();
  * its reported writes, if any.
  */
 void rollout_flush_log();
+
+/*
+ * The end of a (sub)transaction: the LOG line (at commit and abort, for
+ * any write no statement's end flushed), and the transaction's groups
+ * counted at commit, kept at PREPARE, dropped at abort; a subtransaction's
+ * become its parent's or are dropped.
+ */
+void rollout_end_of_transaction(XactEvent event);
+void rollout_end_of_subtransaction(SubXactEvent event);
+
+/*
+ * After ProcessUtility (only when preloaded): PREPARE TRANSACTION's gid is
+ * remembered; COMMIT and ROLLBACK PREPARED settle its groups.
+ */
+void rollout_after_utility(const StatsUtility &seen);
 
 /* The setting fencing.rollout_report_max (entry/settings.cpp). */
 extern int rollout_report_max;

@@ -4,7 +4,7 @@
  * pg_stat_statements.  Counters are atomics; the last rejection of an entry
  * is guarded by its spinlock; the table by one LWLock (shared to count,
  * exclusive to add or evict an entry).  When it is full, the entry used
- * longest ago makes room.
+ * longest ago of the database with the most entries makes room.
  *
  * A transaction's accepted writes wait in backend memory (PendingCount) and
  * follow its subtransactions: each counter remembers the deepest open
@@ -55,6 +55,7 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
 
@@ -219,7 +220,54 @@ void init_entry(Entry *entry, const char *resource)
 	entry->rejected_key[0] = '\0';
 }
 
-/* The shared entry of `key`, made (evicting the least recently used) if needed; lock held shared.
+/*
+ * The entry that makes room when the table is full: the one used longest
+ * ago of the database with the most entries, so that the roles of one
+ * database, fencing as many resources as they like, evict their own
+ * database's counters, not another's.  Two passes over the table, as one
+ * eviction always took one; lock held exclusive.
+ */
+Entry *eviction_victim()
+{
+	struct Database {
+		Oid dbid;
+		long entries;
+	};
+	constexpr int tracked = 64; /* databases told apart; beyond them, the oldest entry of all */
+	Database databases[tracked];
+	int seen = 0;
+	bool all_seen = true;
+	HASH_SEQ_STATUS status;
+	hash_seq_init(&status, entries);
+	for (Entry *e; (e = static_cast<Entry *>(hash_seq_search(&status))) != nullptr;) {
+		int d = 0;
+		while (d < seen && databases[d].dbid != e->key.dbid)
+			d++;
+		if (d == seen && seen == tracked) {
+			all_seen = false;
+			continue;
+		}
+		if (d == seen)
+			databases[seen++] = Database{e->key.dbid, 0};
+		databases[d].entries++;
+	}
+	Oid richest = InvalidOid;
+	long most = 0;
+	for (int d = 0; all_seen && d < seen; d++)
+		if (databases[d].entries > most) {
+			richest = databases[d].dbid;
+			most = databases[d].entries;
+		}
+	Entry *oldest = nullptr;
+	hash_seq_init(&status, entries);
+	for (Entry *e; (e = static_cast<Entry *>(hash_seq_search(&status))) != nullptr;)
+		if ((!OidIsValid(richest) || e->key.dbid == richest) &&
+		    (oldest == nullptr || e->used_at < oldest->used_at))
+			oldest = e;
+	return oldest;
+}
+
+/* The shared entry of `key`, made (evicting per eviction_victim()) if needed; lock held shared.
  */
 Entry *shared_entry(const Key &key, const char *resource)
 {
@@ -231,12 +279,7 @@ Entry *shared_entry(const Key &key, const char *resource)
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	entry = static_cast<Entry *>(hash_search(entries, &key, HASH_ENTER_NULL, &found));
 	if (entry == nullptr) {
-		HASH_SEQ_STATUS status;
-		Entry *oldest = nullptr;
-		hash_seq_init(&status, entries);
-		for (Entry *e; (e = static_cast<Entry *>(hash_seq_search(&status))) != nullptr;)
-			if (oldest == nullptr || e->used_at < oldest->used_at)
-				oldest = e;
+		Entry *oldest = eviction_victim();
 		hash_search(entries, &oldest->key, HASH_REMOVE, &found);
 		entry = static_cast<Entry *>(hash_search(entries, &key, HASH_ENTER, &found));
 	}
@@ -277,20 +320,7 @@ void keep_until_prepared_ends(const char *gid)
 	PreparedSlot *slot = nullptr;
 	if (prepared_slots != nullptr && gid != nullptr) {
 		LWLockAcquire(prepared_lock, LW_EXCLUSIVE);
-		for (int i = 0; i < max_prepared_xacts; i++) {
-			PreparedSlot *s = &prepared_slots[i];
-			/* The gid was free: a slot of it is left from a transaction that ended unseen. */
-			if (s->in_use && s->dbid == MyDatabaseId && strcmp(s->gid, gid) == 0)
-				s->in_use = false;
-			if (!s->in_use && slot == nullptr)
-				slot = s;
-		}
-		if (slot != nullptr) {
-			slot->in_use = true;
-			slot->dbid = MyDatabaseId;
-			strlcpy(slot->gid, gid, sizeof slot->gid);
-			slot->count = 0;
-		}
+		slot = claim_prepared_slot(prepared_slots, gid);
 	}
 	int lost = 0;
 	hash_seq_init(&status, pending);
@@ -571,6 +601,15 @@ void stats_startup_shmem()
 StatsUtility stats_before_utility(const PlannedStmt *statement)
 {
 	return before_utility(statement);
+}
+
+int keep_dropped_databases(Oid *dbids, int count)
+{
+	int gone = 0;
+	for (int i = 0; i < count; i++)
+		if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbids[i])))
+			dbids[gone++] = dbids[i];
+	return gone;
 }
 
 void stats_after_utility(const StatsUtility &seen)

@@ -13,7 +13,9 @@
 #include "base/token_compare.hpp"
 
 extern "C" {
+#include "access/twophase.h"
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "nodes/plannodes.h"
 #include "utils/guc.h"
@@ -63,6 +65,38 @@ extern const config_enum_entry log_rejection_options[];
 /* Shared memory (only when preloaded): requested, then attached (entry/module.cpp). */
 void stats_request_shmem();
 void stats_startup_shmem();
+
+/*
+ * Keeps, at the start of `dbids`, those of its `count` databases that no
+ * longer exist, and returns how many: shared rows of a dropped database
+ * are freed by whoever sees them (a dropped database resets nothing).
+ */
+int keep_dropped_databases(Oid *dbids, int count);
+
+/*
+ * The slot of prepared transaction `gid` of this database among the
+ * max_prepared_xacts `slots` (each with in_use, dbid, gid and count),
+ * claimed empty: one that a transaction of that gid left, ended unseen, is
+ * reused.  nullptr if none is free.  The slots' lock held exclusive.
+ */
+template <typename Slot> Slot *claim_prepared_slot(Slot *slots, const char *gid)
+{
+	Slot *slot = nullptr;
+	for (int i = 0; i < max_prepared_xacts; i++) {
+		Slot *s = &slots[i];
+		if (s->in_use && s->dbid == MyDatabaseId && strcmp(s->gid, gid) == 0)
+			s->in_use = false;
+		if (!s->in_use && slot == nullptr)
+			slot = s;
+	}
+	if (slot != nullptr) {
+		slot->in_use = true;
+		slot->dbid = MyDatabaseId;
+		strlcpy(slot->gid, gid, sizeof slot->gid);
+		slot->count = 0;
+	}
+	return slot;
+}
 
 /* What ProcessUtility runs, as stats_after_utility() needs it. */
 struct StatsUtility {

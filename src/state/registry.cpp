@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "catalog/partition.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
@@ -118,14 +119,21 @@ bool registration_of(Oid relid, Registration *registration)
 
 bool protection_of(Relation rel, Registration *registration)
 {
-	if (registration_of(RelationGetRelid(rel), registration) && registration->is_protected)
-		return true;
+	/* A table that is no partition (the guard's common case) needs no catalog lookup. */
 	if (!rel->rd_rel->relispartition)
-		return false;
-	ListCell *cell;
-	foreach (cell, partition_ancestors(rel))
-		if (registration_of(lfirst_oid(cell), registration) && registration->is_protected)
+		return registration_of(RelationGetRelid(rel), registration) && registration->is_protected;
+	return protection_of(RelationGetRelid(rel), registration);
+}
+
+bool protection_of(Oid relid, Registration *registration)
+{
+	if (registration_of(relid, registration) && registration->is_protected)
+		return true;
+	for (Oid ancestor = relid; get_rel_relispartition(ancestor);) {
+		ancestor = get_partition_parent(ancestor, true);
+		if (registration_of(ancestor, registration) && registration->is_protected)
 			return true;
+	}
 	return false;
 }
 

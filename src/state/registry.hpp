@@ -30,8 +30,13 @@ bool registration_of(Oid relid, Registration *registration);
 /*
  * The protected table whose guard covers `rel`: itself if it is registered
  * as protected, else its nearest partition ancestor that is; false if none.
+ * (protect() refuses a table with a protected partition, and ATTACH one
+ * whose guard would clash, so a tree has one protected table at most.)
  */
 bool protection_of(Relation rel, Registration *registration);
+
+/* The same for relation `relid`, read from the catalogs without a lock on it. */
+bool protection_of(Oid relid, Registration *registration);
 
 /* Is `rel` or one of its partition ancestors registered, protected or not? */
 bool registered(Relation rel);

@@ -59,6 +59,21 @@ sub crash_and_restart
 	BAIL_OUT('the node did not restart after kill -9');
 }
 
+# After a backend died by a signal: the postmaster (restart_after_crash is
+# off in the TAP tests) shuts down; once it is gone, the node starts again.
+sub restart_after_backend_crash
+{
+	my ($node) = @_;
+	my $pid = $node->{_pid};
+	for (1 .. 300)
+	{
+		last unless kill(0, $pid);
+		select(undef, undef, undef, 0.1);
+	}
+	$node->_update_pid(-1);
+	$node->start;
+}
+
 # The next token the node issues: must be above every token a client saw.
 sub next_token
 {
