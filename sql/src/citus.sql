@@ -179,91 +179,28 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION fencing_internal._citus_record_shards(regclass) IS
 'internal: records the shards of a protected distributed table under its marks id';
 
--- Citus: no role but the extension, the superuser and the owner of a
+-- Citus: no role but the extension owner, the superuser and the owner of a
 -- protected table puts anything into schema fencing_citus.  The schema grants
--- CREATE to PUBLIC because Citus creates a marks table's shards on the
--- workers as the table's owner; this event trigger (ddl_command_end, every
--- command) refuses, with 42501, every object a command leaves there unless:
--- the role is a superuser; or it is a marks table marks_<oid> (or an index
--- of one) and the role is a member of the owner of relation <oid>; or it is a
--- shard of one (marks_<oid>_<shardid>) and its marks table is the role's.  On
--- a worker, where <oid> names nothing (it is the coordinator's OID) and Citus
--- makes the shell and the shards as the table's owner, the name alone is
--- checked.  So a role cannot take the name of another role's marks table,
--- by CREATE, CREATE TABLE AS, RENAME or SET SCHEMA.  Runs as the role that
--- ran the command; reads catalogs only.
+-- CREATE to PUBLIC because Citus creates a marks table's shards, on every
+-- node that holds a shard of the protected table (the coordinator too, when
+-- it holds shards), as the table's owner; this event trigger
+-- (ddl_command_end, every command) refuses, with 42501, every object a
+-- command leaves there unless it is a table marks_<oid> or
+-- marks_<oid>_<shardid> (or its primary key, named for it) owned by the
+-- owner of relation <oid>.  Which role that is, each node judges from what
+-- it knows: on the coordinator, relation <oid> itself (a table outside
+-- fencing_citus); on any other node (where <oid> is the coordinator's OID),
+-- the tables whose shards protect() recorded under <oid> in
+-- fencing_citus.shards, and the marks table marks_<oid> there; a shard id in
+-- Citus' metadata must be one of marks_<oid>'s.  Read through the system
+-- caches (a shard Citus makes in this backend is not yet visible to SQL on
+-- pg_class at ddl_command_end) and as committed metadata, in C
+-- (src/citus/schema_guard.cpp); runs as the role that ran the command and
+-- reads fencing_citus.shards as the extension owner; changes nothing.
 CREATE OR REPLACE FUNCTION fencing_internal._guard_citus_schema()
 RETURNS event_trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	cmd record;
-	rel oid;
-	name text;
-	owner_oid oid;
-	coordinator boolean;
-BEGIN
-	IF pg_catalog.to_regnamespace('fencing_citus') IS NULL
-	   OR (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user) THEN
-		RETURN;
-	END IF;
-	-- A schema of that name that another role made is not the extension's
-	-- (it uses none of it); its owner puts there what it likes.
-	-- (Read from the catalogs: the role may lack USAGE on schema fencing on
-	-- a worker, where Citus runs its shard work as the table's owner.)
-	IF (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname OPERATOR(pg_catalog.=) 'fencing_citus')
-	   OPERATOR(pg_catalog.<>) (SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'fencing') THEN
-		RETURN;
-	END IF;
-	FOR cmd IN SELECT c.classid, c.objid, c.object_type, c.object_identity, c.command_tag
-	           FROM pg_catalog.pg_event_trigger_ddl_commands() c
-	           WHERE c.schema_name OPERATOR(pg_catalog.=) 'fencing_citus' LOOP
-		name := NULL;
-		IF cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass THEN
-			rel := cmd.objid;
-			SELECT c.relname::text INTO name FROM pg_catalog.pg_class c
-			WHERE c.oid OPERATOR(pg_catalog.=) rel
-			  AND c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('fencing_citus');
-			-- An index: the primary key of a marks table or of its shard,
-			-- named for it, and judged as that table.
-			IF (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) rel) = 'i' THEN
-				SELECT c.relname::text INTO name FROM pg_catalog.pg_index i
-				JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.indrelid
-				WHERE i.indexrelid OPERATOR(pg_catalog.=) rel
-				  AND c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('fencing_citus')
-				  AND i.indisprimary
-				  AND (name OPERATOR(pg_catalog.=) (c.relname::text OPERATOR(pg_catalog.||) '_pkey')
-				       OR (c.relname ~ '^marks_[0-9]+_[0-9]+$'
-				           AND name OPERATOR(pg_catalog.=)
-				               (pg_catalog.regexp_replace(c.relname::text, '_([0-9]+)$', '_pkey_\1'))));
-			END IF;
-		END IF;
-		IF name ~ '^marks_[0-9]{1,10}(_[0-9]+)?$' THEN
-			IF coordinator IS NULL THEN
-				EXECUTE 'SELECT pg_catalog.citus_is_coordinator()' INTO coordinator;
-			END IF;
-			-- A worker: <oid> is the coordinator's, and Citus makes the shell
-			-- and the shards there as the table's owner.
-			CONTINUE WHEN NOT coordinator;
-			IF name ~ '^marks_[0-9]{1,10}$' THEN
-				SELECT c.relowner INTO owner_oid FROM pg_catalog.pg_class c
-				WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.substr(name, 7)::pg_catalog.int8
-				  AND c.relnamespace OPERATOR(pg_catalog.<>) pg_catalog.to_regnamespace('fencing_citus');
-			ELSE
-				SELECT c.relowner INTO owner_oid FROM pg_catalog.pg_class c
-				WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('fencing_citus')
-				  AND c.relname OPERATOR(pg_catalog.=) pg_catalog.substring(name, '^marks_[0-9]+');
-			END IF;
-			CONTINUE WHEN owner_oid IS NOT NULL AND pg_catalog.pg_has_role(owner_oid, 'MEMBER');
-		END IF;
-		RAISE EXCEPTION 'permission denied to put % % into schema fencing_citus', cmd.object_type, cmd.object_identity
-			USING ERRCODE = 'insufficient_privilege',
-			      DETAIL = 'Schema fencing_citus holds the marks tables that fencing.protect() makes, named for the protected table they serve.',
-			      HINT = 'Use a schema of your own.';
-	END LOOP;
-END
-$$;
+AS 'MODULE_PATHNAME', 'guard_citus_schema'
+LANGUAGE C;
 COMMENT ON FUNCTION fencing_internal._guard_citus_schema() IS
 'internal: refuses objects in schema fencing_citus that fencing.protect() did not make for the role''s own tables';
 REVOKE ALL ON FUNCTION fencing_internal._guard_citus_schema() FROM PUBLIC;  -- fired, never called by name

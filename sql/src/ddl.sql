@@ -33,6 +33,11 @@ DECLARE
 BEGIN
 	-- A partition of a protected table dropped without its table: refused.
 	PERFORM fencing_internal._refuse_partition_drops();
+	-- The dropped tables that were protected (the registry's, unprotected
+	-- ones too): a floor in fencing_citus.floors has such an id.
+	SELECT pg_catalog.array_agg(r.relid::oid::bigint) INTO dropped
+	FROM fencing.registry r, pg_event_trigger_dropped_objects() o
+	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND r.relid = o.objid;
 	DELETE FROM fencing.deleted_keys d
 	USING pg_event_trigger_dropped_objects() o
 	WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND d.relid = o.objid;
@@ -45,15 +50,16 @@ BEGIN
 	-- Citus: a dropped distributed table's floor, from the coordinator (its
 	-- marks table is in the same DROP TABLE: see src/citus/token_relay.cpp).  Only with
 	-- Citus installed and a schema fencing_citus the extension made: anyone
-	-- with CREATE on the database can make a schema of that name.
-	IF EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus')
+	-- with CREATE on the database can make a schema of that name.  Not for
+	-- the shards Citus drops (none is registered): on a coordinator that
+	-- holds shards it drops them over a connection of its own, where a
+	-- distributed DELETE is refused (a query on a shard).
+	IF dropped IS NOT NULL AND EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus')
 	   AND fencing_internal._citus_schema_is_ours() THEN
 		EXECUTE 'SELECT pg_catalog.citus_is_coordinator()' INTO coordinator;
 	END IF;
 	IF coordinator THEN
 		-- The dropped tables first: the DELETE runs on the nodes, where no drop is.
-		SELECT array_agg(o.objid::bigint) INTO dropped FROM pg_event_trigger_dropped_objects() o
-		WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.object_type = 'table';
 		DELETE FROM fencing_citus.floors WHERE id = ANY (dropped);
 	END IF;
 END

@@ -21,4 +21,13 @@ namespace fencing
  */
 HTAB *relid_cache(HTAB **cache, const char *name, Size entry_size);
 
+/*
+ * Calls forget(arg, relid) on every relcache invalidation (relid
+ * InvalidOid: all relations), as CacheRegisterRelcacheCallback() would.
+ * PostgreSQL has 10 such callbacks per backend for everyone (Citus takes
+ * five, PostgreSQL some): the extension's caches share one, registered on
+ * first use.  Call once per cache.
+ */
+void watch_relations(void (*forget)(Datum arg, Oid relid), Datum arg);
+
 } // namespace fencing

@@ -306,16 +306,21 @@ int64 citus_remove_marks(int64 id, int64 below)
 	                    });
 }
 
-bool on_coordinator()
+bool citus_node_is_coordinator()
 {
-	const char *application = GetConfigOption("application_name", false, false);
-	if (application != nullptr && strncmp(application, "citus_internal", 14) == 0)
-		return false;
 	return citus_metadata_query(
 	    "SELECT pg_catalog.citus_is_coordinator()", 0, nullptr, nullptr, [] {
 		    bool isnull = true;
 		    return SPI_processed > 0 && DatumGetBool(result_value(0, 1, &isnull)) && !isnull;
 	    });
+}
+
+bool on_coordinator()
+{
+	const char *application = GetConfigOption("application_name", false, false);
+	if (application != nullptr && strncmp(application, "citus_internal", 14) == 0)
+		return false;
+	return citus_node_is_coordinator();
 }
 
 } // namespace fencing

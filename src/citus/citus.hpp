@@ -45,6 +45,12 @@ CitusShard citus_shard(Relation shard, int64 id);
 /* Is this node Citus' coordinator, and is this not one of Citus' own connections? */
 bool on_coordinator();
 
+/*
+ * Is this node Citus' coordinator, by its metadata alone (for any
+ * connection, whatever its application_name)?
+ */
+bool citus_node_is_coordinator();
+
 /* Records a deleted key's mark in the shard's marks shard; never lowers it. */
 void citus_record_mark(const CitusShard &shard, Datum dist_value, const KeyHash &key, int64 token);
 
