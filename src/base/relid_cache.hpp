@@ -3,6 +3,10 @@
  * relcache invalidation (all of them with a full one): what the extension
  * read of its own tables about a relation, kept until a change of that
  * relation's row invalidates it (CacheInvalidateRelcacheByRelid at commit).
+ *
+ * Also the module's one relcache callback, which every cache of the module
+ * listens to: PostgreSQL keeps ten relcache callbacks for all the modules a
+ * backend loads (MAX_RELCACHE_CALLBACKS), and Citus takes five of them.
  */
 #pragma once
 
@@ -10,6 +14,7 @@
 
 extern "C" {
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 }
 
 namespace fencing
@@ -20,5 +25,13 @@ namespace fencing
  * entries whose first member is the relation's Oid.
  */
 HTAB *relid_cache(HTAB **cache, const char *name, Size entry_size);
+
+/*
+ * Calls `listener(arg, relid)` on every relcache invalidation of this
+ * database (relid InvalidOid: all of them), as CacheRegisterRelcacheCallback()
+ * would, through the module's one callback.  No other file registers a
+ * relcache callback (test/lint/subset).
+ */
+void on_relcache_invalidation(RelcacheCallbackFunction listener, Datum arg);
 
 } // namespace fencing
