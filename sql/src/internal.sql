@@ -3,7 +3,8 @@
 -- that \df fencing.* lists the API alone.  A member of the extension:
 -- CREATE SCHEMA fails if a schema of that name exists, so no other role's
 -- schema is ever taken for it, and the library calls a helper there only
--- while the schema belongs to the extension (src/legacy/helpers_0_3_0.cpp).
+-- where pg_extension says 0.4.0 or later is installed
+-- (src/legacy/helpers_0_3_0.cpp).
 -- USAGE to PUBLIC, CREATE to no one: protect() and the event trigger run
 -- some helpers as the protected table's owner.  Who may execute each helper
 -- is set with its definition: those that change anything check USAGE on

@@ -1,11 +1,8 @@
 /*
- * Backend caches keyed by relation OID: see relid_cache.hpp.
+ * Backend caches keyed by relation OID, and the module's one relcache
+ * callback: see relid_cache.hpp.
  */
 #include "base/relid_cache.hpp"
-
-extern "C" {
-#include "utils/inval.h"
-}
 
 namespace fencing
 {
@@ -13,7 +10,24 @@ namespace fencing
 namespace
 {
 
-/* The relcache callback of one cache: `arg` is the address of its HTAB pointer. */
+/* What listens to the module's relcache callback, in the order it started to. */
+struct Listener {
+	RelcacheCallbackFunction function;
+	Datum arg;
+};
+FENCING_PLAIN_DATA(Listener);
+constexpr int max_listeners = 16;
+Listener listeners[max_listeners];
+int listener_count = 0;
+
+/* The module's relcache callback: every listener hears of the invalidation. */
+void tell_listeners(Datum, Oid relid)
+{
+	for (int i = 0; i < listener_count; i++)
+		listeners[i].function(listeners[i].arg, relid);
+}
+
+/* The relcache listener of one cache: `arg` is the address of its HTAB pointer. */
 void forget(Datum arg, Oid relid)
 {
 	HTAB *cache = *reinterpret_cast<HTAB **>(DatumGetPointer(arg));
@@ -29,33 +43,15 @@ void forget(Datum arg, Oid relid)
 		(void)hash_search(cache, relid_of_entry, HASH_REMOVE, nullptr);
 }
 
-/* The callbacks watch_relations() was given; one PostgreSQL slot calls them all. */
-struct Watcher {
-	void (*forget)(Datum, Oid);
-	Datum arg;
-};
-FENCING_PLAIN_DATA(Watcher);
-constexpr int watchers_kept = 8;
-Watcher watchers[watchers_kept];
-int watcher_count = 0;
-
-void forget_in_every_cache(Datum, Oid relid)
-{
-	for (int i = 0; i < watcher_count; i++)
-		watchers[i].forget(watchers[i].arg, relid);
-}
-
 } // namespace
 
-void watch_relations(void (*forget)(Datum arg, Oid relid), Datum arg)
+void on_relcache_invalidation(RelcacheCallbackFunction listener, Datum arg)
 {
-	if (watcher_count == watchers_kept)
-		elog(ERROR, "fencing: more than %d relation caches", watchers_kept);
-	if (watcher_count == 0)
-		CacheRegisterRelcacheCallback(forget_in_every_cache, 0);
-	watchers[watcher_count].forget = forget;
-	watchers[watcher_count].arg = arg;
-	watcher_count++;
+	if (listener_count == max_listeners)
+		elog(ERROR, "fencing: more than %d relcache listeners", max_listeners);
+	if (listener_count == 0)
+		CacheRegisterRelcacheCallback(tell_listeners, 0);
+	listeners[listener_count++] = Listener{listener, arg};
 }
 
 HTAB *relid_cache(HTAB **cache, const char *name, Size entry_size)
@@ -65,7 +61,7 @@ HTAB *relid_cache(HTAB **cache, const char *name, Size entry_size)
 		control.keysize = sizeof(Oid);
 		control.entrysize = entry_size;
 		*cache = hash_create(name, 64, &control, HASH_ELEM | HASH_BLOBS);
-		watch_relations(forget, PointerGetDatum(cache));
+		on_relcache_invalidation(forget, PointerGetDatum(cache));
 	}
 	return *cache;
 }

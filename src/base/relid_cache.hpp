@@ -3,6 +3,10 @@
  * relcache invalidation (all of them with a full one): what the extension
  * read of its own tables about a relation, kept until a change of that
  * relation's row invalidates it (CacheInvalidateRelcacheByRelid at commit).
+ *
+ * Also the module's one relcache callback, which every cache of the module
+ * listens to: PostgreSQL keeps ten relcache callbacks for all the modules a
+ * backend loads (MAX_RELCACHE_CALLBACKS), and Citus takes five of them.
  */
 #pragma once
 
@@ -10,6 +14,7 @@
 
 extern "C" {
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 }
 
 namespace fencing
@@ -22,12 +27,11 @@ namespace fencing
 HTAB *relid_cache(HTAB **cache, const char *name, Size entry_size);
 
 /*
- * Calls forget(arg, relid) on every relcache invalidation (relid
- * InvalidOid: all relations), as CacheRegisterRelcacheCallback() would.
- * PostgreSQL has 10 such callbacks per backend for everyone (Citus takes
- * five, PostgreSQL some): the extension's caches share one, registered on
- * first use.  Call once per cache.
+ * Calls `listener(arg, relid)` on every relcache invalidation of this
+ * database (relid InvalidOid: all of them), as CacheRegisterRelcacheCallback()
+ * would, through the module's one callback.  No other file registers a
+ * relcache callback (test/lint/subset).
  */
-void watch_relations(void (*forget)(Datum arg, Oid relid), Datum arg);
+void on_relcache_invalidation(RelcacheCallbackFunction listener, Datum arg);
 
 } // namespace fencing

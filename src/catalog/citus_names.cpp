@@ -3,9 +3,9 @@
  * see citus_names.hpp.
  */
 #include "catalog/citus_names.hpp"
+#include "base/relid_cache.hpp"
 #include "base/rights.hpp"
 #include "base/spi.hpp"
-#include "base/relid_cache.hpp"
 #include "catalog/relation.hpp"
 
 extern "C" {
@@ -125,7 +125,7 @@ LogicalName *known_logical_name(Relation rel)
 void keep_logical_name(Relation rel, const char *qualified, const char *name, bool hash)
 {
 	if (!logical_names_watched) {
-		watch_relations(forget_logical_name, 0);
+		on_relcache_invalidation(forget_logical_name, 0);
 		logical_names_watched = true;
 	}
 	LogicalName &entry = logical_names[next_logical_name];

@@ -5,6 +5,17 @@
  * order its list below gives (and says why); no other file assigns a hook
  * variable.  The settings are defined in settings.cpp, before the hooks.
  *
+ * The module is loaded server-wide, and most databases of a server may not
+ * have the extension: every hook asks fencing::extension_installed()
+ * (catalog/extension.hpp) first, and in a database without it (or while
+ * this backend runs the extension's own CREATE or ALTER EXTENSION script)
+ * it does PostgreSQL's work alone: no catalog read of the extension's, no
+ * SPI, no error, no state kept.  What a hook only lets go of (ExecutorEnd,
+ * the end of a (sub)transaction) is state that a hook or function of the
+ * extension made after asking; it is let go of whatever the answer is now
+ * (the extension may have been dropped since), and read no catalog, since
+ * those run also in an aborted transaction and after the commit.
+ *
  * To add a feature to a hook: export a plain function from the feature
  * (before or after PostgreSQL's work, as it needs), call it from the hook
  * below at the place its order asks for, and add it to that hook's list.
@@ -17,6 +28,7 @@
 #include "admin/ddl.hpp"
 #include "base/boundary.hpp"
 #include "base/compat.hpp"
+#include "catalog/extension.hpp"
 #include "citus/citus_marks.hpp"
 #include "citus/token_relay.hpp"
 #include "entry/settings.hpp"
@@ -58,7 +70,7 @@ shmem_startup_hook_type previous_shmem_startup = nullptr;
 object_access_hook_type previous_object_access = nullptr;
 
 /*
- * ExecutorStart:
+ * ExecutorStart, where the extension is installed:
  *  1. Citus: the workers get fencing.token before the statement runs, and a
  *     statement that writes is noted (citus/token_relay);
  *  2. the MERGE check (guard/merge_check), before anything is written;
@@ -68,22 +80,29 @@ object_access_hook_type previous_object_access = nullptr;
  */
 void executor_start(QueryDesc *query, int eflags)
 {
-	fencing::citus_executor_start(query);
-	fencing::merge_check(query);
+	bool installed = fencing::extension_installed();
+	if (installed) {
+		fencing::citus_executor_start(query);
+		fencing::merge_check(query);
+	}
 	if (previous_executor_start != nullptr)
 		previous_executor_start(query, eflags);
 	else
 		standard_ExecutorStart(query, eflags);
-	fencing::rollout_executor_start();
+	if (installed)
+		fencing::rollout_executor_start();
 }
 
 /*
  * ExecutorRun: the previous hook or PostgreSQL's, with Citus' count of the
- * executors that run one inside the other around it, also on error.
+ * executors that run one inside the other around it (where the extension
+ * is installed), also on error.
  */
 void executor_run(FENCING_EXECUTOR_RUN_PARAMS)
 {
-	fencing::citus_executor_run_begins();
+	bool installed = fencing::extension_installed();
+	if (installed)
+		fencing::citus_executor_run_begins();
 	PG_TRY();
 	{
 		if (previous_executor_run != nullptr)
@@ -93,13 +112,14 @@ void executor_run(FENCING_EXECUTOR_RUN_PARAMS)
 	}
 	PG_FINALLY();
 	{
-		fencing::citus_executor_run_ends();
+		if (installed)
+			fencing::citus_executor_run_ends();
 	}
 	PG_END_TRY();
 }
 
 /*
- * ExecutorFinish:
+ * ExecutorFinish, where the extension is installed:
  *  1. the MERGE check again (the module may have loaded after the statement
  *     started: the guard loads it on its first row);
  *  2. the previous hook, or PostgreSQL's (AFTER triggers run there);
@@ -107,16 +127,20 @@ void executor_run(FENCING_EXECUTOR_RUN_PARAMS)
  */
 void executor_finish(QueryDesc *query)
 {
-	fencing::merge_check(query);
+	bool installed = fencing::extension_installed();
+	if (installed)
+		fencing::merge_check(query);
 	if (previous_executor_finish != nullptr)
 		previous_executor_finish(query);
 	else
 		standard_ExecutorFinish(query);
-	fencing::citus_executor_finish(query);
+	if (installed)
+		fencing::citus_executor_finish(query);
 }
 
 /*
- * ExecutorEnd:
+ * ExecutorEnd, letting go of what ExecutorStart noted (nothing where the
+ * extension is not installed):
  *  1. Citus forgets a statement that ended without finishing;
  *  2. the previous hook, or PostgreSQL's;
  *  3. the outermost executor's end: the LOG line of the statement's writes
@@ -133,7 +157,8 @@ void executor_end(QueryDesc *query)
 }
 
 /*
- * ProcessUtility:
+ * ProcessUtility, where the extension is installed (asked once, before the
+ * statement: what step 1 notes, step 4 settles):
  *  1. statistics (preloaded only): PREPARE TRANSACTION's gid is noted;
  *  2. Citus: COPY FROM sends fencing.token; DROP TABLE drops the marks
  *     tables too (the statement may be replaced by a copy);
@@ -149,21 +174,26 @@ void process_utility(PlannedStmt *statement, const char *text, bool read_only,
                      ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *env,
                      DestReceiver *dest, QueryCompletion *completion)
 {
+	bool installed = fencing::extension_installed();
 	fencing::StatsUtility seen{TRANS_STMT_BEGIN, ""};
-	if (preloaded)
-		seen = fencing::stats_before_utility(statement);
-	statement = fencing::citus_before_utility(statement);
-	fencing::rollout_executor_start();
+	if (installed) {
+		if (preloaded)
+			seen = fencing::stats_before_utility(statement);
+		statement = fencing::citus_before_utility(statement);
+		fencing::rollout_executor_start();
+	}
 	if (previous_process_utility != nullptr)
 		previous_process_utility(statement, text, read_only, context, params, env, dest,
 		                         completion);
 	else
 		standard_ProcessUtility(statement, text, read_only, context, params, env, dest, completion);
-	if (preloaded) {
-		fencing::stats_after_utility(seen);
-		fencing::rollout_after_utility(seen);
+	if (installed) {
+		if (preloaded) {
+			fencing::stats_after_utility(seen);
+			fencing::rollout_after_utility(seen);
+		}
+		fencing::rollout_executor_end();
 	}
-	fencing::rollout_executor_end();
 }
 
 /*
@@ -199,14 +229,22 @@ void shmem_startup()
 }
 
 /*
- * object_access: the previous hook; then the DDL follower records the
- * partitions a command drops (admin/ddl).
+ * object_access:
+ *  1. the previous hook;
+ *  2. an extension created, altered or dropped: every backend of the
+ *     database asks again whether fencing is installed (catalog/extension),
+ *     whether it is or not;
+ *  3. a drop, where the extension is installed: the DDL follower records
+ *     the partitions a command drops (admin/ddl).  Only a drop asks: the
+ *     hook also runs for every name a query looks up.
  */
 void object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id, void *arg)
 {
 	if (previous_object_access != nullptr)
 		previous_object_access(access, class_id, object_id, sub_id, arg);
-	fencing::ddl_object_access(access, class_id, object_id, sub_id);
+	fencing::extension_object_access(access, class_id);
+	if (access == OAT_DROP && fencing::extension_installed())
+		fencing::ddl_object_access(access, class_id, object_id, sub_id);
 }
 
 /*
@@ -218,12 +256,16 @@ void object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub
  *  4. the lease queue (preloaded only): at commit, the first waiter of a
  *     resource this transaction released is woken, and a grant's place in
  *     line goes (leases/lease_queue);
- *  5. fencing.token: the warning about an unused session value
- *     (state/token_setting), last, once nothing else can fail.
+ *  5. fencing.token: the warning about an unused session value, where the
+ *     extension is installed (the cached answer: no catalog can be read at
+ *     a commit's end; state/token_setting), last, once nothing else can
+ *     fail.
  * Before them, at commit and abort: the LOG line of writes a report-only
  * guard accepted that no statement's end flushed (a failed statement, a
  * subtransaction's abort), and the transaction's rollout groups counted,
- * kept for COMMIT PREPARED or dropped (reporting/rollout).
+ * kept for COMMIT PREPARED or dropped (reporting/rollout).  Each of 1-4
+ * lets go of what this transaction's statements and calls made, which is
+ * nothing where the extension is not installed.
  */
 void end_of_transaction(XactEvent event, void *)
 {
@@ -236,7 +278,7 @@ void end_of_transaction(XactEvent event, void *)
 	fencing::citus_end_of_transaction(event);
 	if (preloaded)
 		fencing::lease_queue_end_of_transaction(event);
-	fencing::token_setting_end_of_transaction(event);
+	fencing::token_setting_end_of_transaction(event, fencing::extension_installed());
 }
 
 /*
@@ -247,6 +289,8 @@ void end_of_transaction(XactEvent event, void *)
  *  2. Citus: the workers' token is unknown again;
  *  3. the lease queue (preloaded only): a grant's place goes with its
  *     rolled-back subtransaction, or passes to the parent.
+ * Each keeps or lets go of what the subtransaction's statements and calls
+ * made (nothing where the extension is not installed), without a catalog.
  */
 void end_of_subtransaction(SubXactEvent event, SubTransactionId subid, SubTransactionId parent,
                            void *)
@@ -298,6 +342,7 @@ extern "C" void _PG_init(void)
 		/* The marks of Citus tables, which state/mark_store.hpp cannot include. */
 		fencing::register_citus_marks();
 		fencing::ddl_module_loaded();
+		fencing::extension_module_loaded();
 		/* Last: it drops placeholders of names not defined by then. */
 		MarkGUCPrefixReserved("fencing");
 	});

@@ -129,7 +129,7 @@ Entry *lookup(const PlanShape &shape, HASHACTION action, bool *found)
 		ctl.hcxt = CacheMemoryContext;
 		cache = hash_create("fencing fenced_update plans", plan_cache_capacity, &ctl,
 		                    HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		watch_relations(forget_relation, 0);
+		on_relcache_invalidation(forget_relation, 0);
 	}
 	Key key = key_of(shape);
 	return static_cast<Entry *>(hash_search(cache, &key, action, found));

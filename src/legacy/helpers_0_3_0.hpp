@@ -11,10 +11,10 @@ namespace fencing
 
 /*
  * The schema of the extension's internal helpers, to name one in SQL text:
- * "fencing_internal" once it is a member of the extension (0.4.0 on), else
- * "fencing" (0.3.0 and older).  A schema fencing_internal that another role
- * made in a database still at 0.3.0 is not the extension's, and is never
- * named.  The answer is kept until a schema changes anywhere in the database.
+ * "fencing_internal" with 0.4.0's objects (the 0.4.0 script makes it a
+ * member of the extension, and fails if a schema of that name exists),
+ * "fencing" with 0.3.0's and older.  A schema fencing_internal that another
+ * role made in a database still at 0.3.0 is never named.
  */
 const char *helper_schema();
 

@@ -1,55 +1,45 @@
 /*
- * The installed layout: see installed_release.hpp.  Told by which of the extension's
- * tables exist (each release added one): fencing.registry (0.3.0),
- * fencing.floors (0.2.0).  The answer is kept until a relation is created,
- * renamed or dropped anywhere in the database (a pg_class change), which
- * ALTER EXTENSION UPDATE is.
+ * The installed release: see installed_release.hpp.  Told by the release
+ * pg_extension records (catalog/extension.hpp), the one answer the module
+ * has to "which release is installed here"; a release this library does not
+ * know by name is a later one, with the current objects.
  */
 #include "legacy/installed_release.hpp"
-
-extern "C" {
-#include "catalog/namespace.h"
-#include "utils/inval.h"
-#include "utils/lsyscache.h"
-#include "utils/syscache.h"
-}
+#include "catalog/extension.hpp"
 
 namespace fencing
 {
 
-namespace
+Release installed_release()
 {
-
-bool known = false;
-Layout cached = Layout::current;
-
-void forget(Datum, int, uint32)
-{
-	known = false;
+	const char *version = installed_version();
+	if (version == nullptr)
+		return Release::none;
+	if (strcmp(version, "0.1.0") == 0)
+		return Release::v0_1_0;
+	if (strcmp(version, "0.2.0") == 0)
+		return Release::v0_2_0;
+	if (strcmp(version, "0.3.0") == 0)
+		return Release::v0_3_0;
+	return Release::current;
 }
 
-} // namespace
+bool objects_before_0_4_0()
+{
+	Release release = installed_release();
+	return release != Release::none && release != Release::current;
+}
 
 Layout installed_layout()
 {
-	static bool registered = false;
-	if (!registered) {
-		CacheRegisterSyscacheCallback(RELNAMENSP, forget, 0);
-		registered = true;
+	switch (installed_release()) {
+	case Release::v0_1_0:
+		return Layout::v0_1_0;
+	case Release::v0_2_0:
+		return Layout::v0_2_0;
+	default:
+		return Layout::current; /* 0.3.0 on, or not installed: nothing to read */
 	}
-	if (known)
-		return cached;
-	Oid schema = get_namespace_oid("fencing", true);
-	if (OidIsValid(schema) && OidIsValid(get_relname_relid("registry", schema)))
-		cached = Layout::current;
-	else if (OidIsValid(schema) && OidIsValid(get_relname_relid("floors", schema)))
-		cached = Layout::v0_2_0;
-	else if (OidIsValid(schema) && OidIsValid(get_relname_relid("deleted_keys", schema)))
-		cached = Layout::v0_1_0;
-	else
-		return Layout::current; /* not installed (yet): nothing to read; not kept */
-	known = true;
-	return cached;
 }
 
 const char *layout_release(Layout layout)

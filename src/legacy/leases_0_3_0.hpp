@@ -10,7 +10,7 @@
 namespace fencing
 {
 
-/* Does fencing.resources lack grace_until (objects of 0.3.0 or older)?  Cached per backend. */
+/* Does fencing.resources lack grace_until (objects of 0.3.0 or older)? */
 bool lease_rows_without_grace();
 
 } // namespace fencing

@@ -1,20 +1,16 @@
 /*
  * 0.3.0's objects, without a table of options: see table_options_0_3_0.hpp.
+ * fencing.table_options comes with 0.4.0's objects.
  */
 #include "legacy/table_options_0_3_0.hpp"
-
-extern "C" {
-#include "catalog/namespace.h"
-#include "utils/lsyscache.h"
-}
+#include "legacy/installed_release.hpp"
 
 namespace fencing
 {
 
 bool no_table_options_0_3_0()
 {
-	Oid schema = get_namespace_oid("fencing", true);
-	return !OidIsValid(schema) || !OidIsValid(get_relname_relid("table_options", schema));
+	return installed_release() != Release::current;
 }
 
 } // namespace fencing

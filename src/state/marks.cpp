@@ -155,7 +155,7 @@ bool cached_floor(Oid relid, int64 *floor)
 		control.keysize = sizeof(Oid);
 		control.entrysize = sizeof(FloorEntry);
 		floor_cache = hash_create("fencing floors", 64, &control, HASH_ELEM | HASH_BLOBS);
-		watch_relations(forget_floor, 0);
+		on_relcache_invalidation(forget_floor, 0);
 	}
 	bool found;
 	auto *entry = static_cast<FloorEntry *>(hash_search(floor_cache, &relid, HASH_FIND, &found));

@@ -127,12 +127,12 @@ const TokenValue *kept_session_value()
  * either.  A WARNING and not an ERROR: a SET that changes nothing should not
  * break an application that runs it (docs/pooling.md).
  */
-void warn_unused_session_token(XactEvent event)
+void warn_unused_session_token(XactEvent event, bool installed)
 {
 	switch (event) {
 	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_PREPARE:
-		if (!token_used)
+		if (installed && !token_used)
 			if (const TokenValue *kept = kept_session_value())
 				ereport(WARNING,
 				        (errmsg("fencing.token " INT64_FORMAT
@@ -179,9 +179,9 @@ void token_setting_defined()
 	token_setting = find_token_setting();
 }
 
-void token_setting_end_of_transaction(XactEvent event)
+void token_setting_end_of_transaction(XactEvent event, bool installed)
 {
-	warn_unused_session_token(event);
+	warn_unused_session_token(event, installed);
 }
 
 bool session_token(int64 *token)

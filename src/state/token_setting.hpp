@@ -37,8 +37,9 @@ void token_setting_defined();
 
 /*
  * At commit (or PREPARE): warns of a session-level value that no write of
- * the transaction used; forgets whether one was used.
+ * the transaction used, where the extension is `installed` (elsewhere no
+ * write uses one either, and nothing says so); forgets whether one was used.
  */
-void token_setting_end_of_transaction(XactEvent event);
+void token_setting_end_of_transaction(XactEvent event, bool installed);
 
 } // namespace fencing
