@@ -20,8 +20,10 @@ say() { printf '== %s\n' "$*" >&2; }
 #   all       everything test/check runs (drivers, ORMs, Patroni and etcd,
 #             a JDK, npm, SPIN, debootstrap, clang tools, packaging)
 #   monitoring  Prometheus (promtool) and postgres_exporter: test/monitoring/run
-#   assert    regress, and what test/assert needs to fetch and build the
-#             server (test/check --assert)
+#   core      regress, and bzip2 for the server's source (test/core/run:
+#             PostgreSQL's own suite, test/debian_source fetches it)
+#   assert    core, and what test/assert needs to build the server
+#             (test/check --assert)
 # A contributor needs only build and regress (CONTRIBUTING.md).
 dependencies_of() {
 	case "$1" in
@@ -30,9 +32,10 @@ dependencies_of() {
 	harness) dependencies_of build; echo postgresql-15 libpq-dev libhiredis-dev redis-server ;;
 	client) echo python3-psycopg ;;
 	monitoring) echo prometheus prometheus-postgres-exporter curl ;;
-	assert) dependencies_of regress; echo curl bzip2 pkg-config libicu-dev debian-archive-keyring ;;
+	core) dependencies_of regress; echo bzip2 ;;
+	assert) dependencies_of core; echo pkg-config libicu-dev ;;
 	all)
-		dependencies_of regress
+		dependencies_of core
 		dependencies_of harness
 		echo python3-psycopg python3-psycopg2 python3-asyncpg pgbouncer python3-django \
 			python3-sqlalchemy debootstrap rsync debhelper postgresql-server-dev-all dpkg-dev \
