@@ -78,13 +78,19 @@ build_and_install() {
 	make -C "$ROOT" -s PG_CONFIG=$PG_CONFIG WERROR=1 install >/dev/null
 }
 
+# as_postgres COMMAND...: COMMAND as the server user, started in / : a
+# PostgreSQL program returns to its working directory after finding its own
+# binary (and pg_upgrade needs that directory), which the postgres user
+# cannot enter when the checkout is in a private home directory.
+as_postgres() { (cd / && runuser -u postgres -- "$@"); }
+
 FENCING_TMP=""
 CLUSTERS=()
 cleanup() {
 	local data
 	for data in "${CLUSTERS[@]}"; do
 		if [ -f "$data/postmaster.pid" ]; then
-			runuser -u postgres -- $PGBIN/pg_ctl -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+			as_postgres $PGBIN/pg_ctl -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
 		fi
 	done
 	[ -n "$FENCING_TMP" ] && rm -rf "$FENCING_TMP"
@@ -105,7 +111,7 @@ start_cluster() {
 	local dir="$FENCING_TMP/$name"
 	mkdir -p "$dir/socket"
 	chown -R postgres: "$dir"
-	runuser -u postgres -- $PGBIN/initdb -D "$dir/data" -A trust -U postgres \
+	as_postgres $PGBIN/initdb -D "$dir/data" -A trust -U postgres \
 		--no-sync -E UTF8 --locale=C >"$dir/initdb.log" 2>&1 ||
 		{ cat "$dir/initdb.log" >&2; exit 1; }
 	CLUSTERS+=("$dir/data")
@@ -115,7 +121,7 @@ start_cluster() {
 	export PGDATABASE=postgres
 	# Who may restart it (clients/conformance/run restarts the server).
 	export PGDATA="$dir/data" FENCING_SERVER_USER=postgres
-	runuser -u postgres -- $PGBIN/pg_ctl -D "$dir/data" -w -l "$dir/server.log" \
+	as_postgres $PGBIN/pg_ctl -D "$dir/data" -w -l "$dir/server.log" \
 		-o "-p $PGPORT -k $PGHOST -c listen_addresses='' -c fsync=off -c max_connections=50 $*" \
 		start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
 	say "throwaway PostgreSQL 15 cluster '$name' on socket $PGHOST, port $PGPORT"
