@@ -20,8 +20,10 @@ say() { printf '== %s\n' "$*" >&2; }
 #   all       everything test/check runs (drivers, ORMs, Patroni and etcd,
 #             a JDK, npm, SPIN, debootstrap, clang tools, packaging)
 #   monitoring  Prometheus (promtool) and postgres_exporter: test/monitoring/run
-#   assert    regress, and what test/assert needs to fetch and build the
-#             server (test/check --assert)
+#   core      regress, and bzip2 for the server's source (test/core/run:
+#             PostgreSQL's own suite, test/debian_source fetches it)
+#   assert    core, and what test/assert needs to build the server
+#             (test/check --assert)
 # A contributor needs only build and regress (CONTRIBUTING.md).
 dependencies_of() {
 	case "$1" in
@@ -30,9 +32,10 @@ dependencies_of() {
 	harness) dependencies_of build; echo postgresql-15 libpq-dev libhiredis-dev redis-server ;;
 	client) echo python3-psycopg ;;
 	monitoring) echo prometheus prometheus-postgres-exporter curl ;;
-	assert) dependencies_of regress; echo curl bzip2 pkg-config libicu-dev debian-archive-keyring ;;
+	core) dependencies_of regress; echo bzip2 ;;
+	assert) dependencies_of core; echo pkg-config libicu-dev ;;
 	all)
-		dependencies_of regress
+		dependencies_of core
 		dependencies_of harness
 		echo python3-psycopg python3-psycopg2 python3-asyncpg pgbouncer python3-django \
 			python3-sqlalchemy debootstrap rsync debhelper postgresql-server-dev-all dpkg-dev \
@@ -75,13 +78,19 @@ build_and_install() {
 	make -C "$ROOT" -s PG_CONFIG=$PG_CONFIG WERROR=1 install >/dev/null
 }
 
+# as_postgres COMMAND...: COMMAND as the server user, started in / : a
+# PostgreSQL program returns to its working directory after finding its own
+# binary (and pg_upgrade needs that directory), which the postgres user
+# cannot enter when the checkout is in a private home directory.
+as_postgres() { (cd / && runuser -u postgres -- "$@"); }
+
 FENCING_TMP=""
 CLUSTERS=()
 cleanup() {
 	local data
 	for data in "${CLUSTERS[@]}"; do
 		if [ -f "$data/postmaster.pid" ]; then
-			runuser -u postgres -- $PGBIN/pg_ctl -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+			as_postgres $PGBIN/pg_ctl -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
 		fi
 	done
 	[ -n "$FENCING_TMP" ] && rm -rf "$FENCING_TMP"
@@ -102,7 +111,7 @@ start_cluster() {
 	local dir="$FENCING_TMP/$name"
 	mkdir -p "$dir/socket"
 	chown -R postgres: "$dir"
-	runuser -u postgres -- $PGBIN/initdb -D "$dir/data" -A trust -U postgres \
+	as_postgres $PGBIN/initdb -D "$dir/data" -A trust -U postgres \
 		--no-sync -E UTF8 --locale=C >"$dir/initdb.log" 2>&1 ||
 		{ cat "$dir/initdb.log" >&2; exit 1; }
 	CLUSTERS+=("$dir/data")
@@ -112,7 +121,7 @@ start_cluster() {
 	export PGDATABASE=postgres
 	# Who may restart it (clients/conformance/run restarts the server).
 	export PGDATA="$dir/data" FENCING_SERVER_USER=postgres
-	runuser -u postgres -- $PGBIN/pg_ctl -D "$dir/data" -w -l "$dir/server.log" \
+	as_postgres $PGBIN/pg_ctl -D "$dir/data" -w -l "$dir/server.log" \
 		-o "-p $PGPORT -k $PGHOST -c listen_addresses='' -c fsync=off -c max_connections=50 $*" \
 		start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
 	say "throwaway PostgreSQL 15 cluster '$name' on socket $PGHOST, port $PGPORT"

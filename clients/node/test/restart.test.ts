@@ -11,7 +11,8 @@ function restartServer(): boolean {
   if (!data || !user) return false;
   const asUser = process.getuid?.() === 0 && user !== 'root' ? ['runuser', '-u', user, '--'] : [];
   const cmd = [...asUser, 'pg_ctl', '-D', data, '-w', '-m', 'fast', 'restart'];
-  const r = spawnSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] });
+  // From /: the server user may not enter the checkout (a private home directory).
+  const r = spawnSync(cmd[0]!, cmd.slice(1), { cwd: '/', encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] });
   if (r.status !== 0) throw new Error(`pg_ctl restart failed: ${r.stderr}`);
   return true;
 }
