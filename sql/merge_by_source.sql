@@ -117,13 +117,6 @@ WITH m AS (MERGE INTO account a USING src s ON a.id = s.id
 SELECT count(*) FROM m;
 \echo :LAST_ERROR_SQLSTATE
 CREATE TABLE merged (id int, token bigint);
-WITH m AS (MERGE INTO account a USING (VALUES (1, 'with', 1000), (2, 'with', 1)) s(id, v, tok)
-  ON a.id = s.id
-  WHEN MATCHED AND s.tok > 999 THEN UPDATE SET v = s.v, last_fencing_token = s.tok
-  WHEN MATCHED THEN UPDATE SET v = 'unfenced'
-  RETURNING a.id, a.last_fencing_token)
-INSERT INTO merged SELECT * FROM m;
-\echo :LAST_ERROR_SQLSTATE
 BEGIN;
 SET LOCAL fencing.token = 50;
 WITH m AS (MERGE INTO account a USING (VALUES (1, 'with', 1000), (2, 'with', 1)) s(id, v, tok)
