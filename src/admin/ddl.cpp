@@ -10,7 +10,6 @@
  */
 #include "citus/citus.hpp"
 #include "admin/ddl.hpp"
-#include "admin/catalog_checks.hpp"
 #include "reporting/errors.hpp"
 #include "state/registry.hpp"
 #include "base/rights.hpp"
