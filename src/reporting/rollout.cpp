@@ -172,7 +172,7 @@ ReportKey overflow_key(const ReportKey &key)
 
 void add_to(ReportGroup *group, uint64 count, TimestampTz first, TimestampTz last)
 {
-	pg_atomic_fetch_add_u64(&group->count, count);
+	pg_atomic_fetch_add_u64(&group->count, static_cast<int64>(count));
 	SpinLockAcquire(&group->mutex);
 	if (group->first_seen == 0 || first < group->first_seen)
 		group->first_seen = first;
