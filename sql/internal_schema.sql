@@ -62,6 +62,9 @@ SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 't.internal_user'::r
 SELECT t.error_of($$INSERT INTO t.internal_user VALUES (1)$$);
 SELECT fencing.unprotect('t.internal_user');
 SELECT t.error_of($$SELECT fencing_internal._after_table_ddl()$$);
+-- Without Citus, _citus_floors() (PUBLIC's) refuses and makes nothing.
+SELECT t.error_of($$SELECT fencing_internal._citus_floors()$$);
+SELECT count(*) AS fencing_citus FROM pg_namespace WHERE nspname = 'fencing_citus';
 RESET ROLE;
 
 -- The functions behind fencing.stats and fencing.rollout_report are

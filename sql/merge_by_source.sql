@@ -107,4 +107,37 @@ SELECT t.mark('account', t.img(3)) AS mark_3, t.mark('account', t.img(2)) AS mar
 INSERT INTO account VALUES (3, 'zombie', 30);
 \echo :LAST_ERROR_SQLSTATE
 
-DROP TABLE account, src;
+-- From 17 on a MERGE ... RETURNING may be a WITH query: the statement is
+-- then a SELECT, an INSERT or any other, whose MERGE is one of its
+-- subplans.  Checked the same, before any row is written.
+WITH m AS (MERGE INTO account a USING src s ON a.id = s.id
+  WHEN MATCHED THEN UPDATE SET v = s.v, last_fencing_token = s.tok
+  WHEN NOT MATCHED BY SOURCE THEN UPDATE SET v = 'unfenced'
+  RETURNING a.id)
+SELECT count(*) FROM m;
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE merged (id int, token bigint);
+BEGIN;
+SET LOCAL fencing.token = 50;
+WITH m AS (MERGE INTO account a USING (VALUES (1, 'with', 1000), (2, 'with', 1)) s(id, v, tok)
+  ON a.id = s.id
+  WHEN MATCHED AND s.tok > 999 THEN UPDATE SET v = s.v, last_fencing_token = s.tok
+  WHEN MATCHED THEN UPDATE SET v = 'unfenced'
+  RETURNING a.id, a.last_fencing_token)
+INSERT INTO merged SELECT * FROM m;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT * FROM account ORDER BY id;
+-- Agreeing actions run as a WITH query like any MERGE.
+BEGIN;
+SET LOCAL fencing.token = 50;
+WITH m AS (MERGE INTO account a USING src s ON a.id = s.id
+  WHEN MATCHED THEN UPDATE SET v = 'with, fenced'
+  WHEN NOT MATCHED BY SOURCE THEN UPDATE SET v = 'with, fenced'
+  RETURNING a.id, a.last_fencing_token)
+INSERT INTO merged SELECT * FROM m;
+COMMIT;
+SELECT * FROM merged ORDER BY id;
+SELECT * FROM account ORDER BY id;
+
+DROP TABLE account, src, merged;

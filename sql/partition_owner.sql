@@ -68,7 +68,8 @@ CREATE FUNCTION t.po_state() RETURNS TABLE (item text) LANGUAGE sql AS $$
 	SELECT format('table %s: enforce %s, maintainer %s', relation, enforce, maintainer)
 	FROM fencing.protected_tables WHERE relation::text LIKE 'po.%'
 	UNION ALL
-	SELECT format('trigger %s on %s: %s', tgname, tgrelid::regclass, tgenabled) FROM pg_trigger
+	SELECT format('trigger %s on %s: %s %s', tgname, tgrelid::regclass, tgfoid::regproc, tgenabled)
+	FROM pg_trigger
 	WHERE tgname LIKE 'fencing_guard%' AND tgrelid::regclass::text LIKE 'po.%'
 	ORDER BY 1
 $$;
@@ -188,6 +189,49 @@ RESET ROLE;
 BEGIN;
 DROP TRIGGER fencing_guard_truncate ON po.p2;
 ROLLBACK;
+SELECT item FROM t.po_changed();
+
+-- Nor may it, or a role granted TRIGGER, put a function of its own in a
+-- guard trigger's place: CREATE OR REPLACE TRIGGER needs only TRIGGER and
+-- keeps the replaced trigger's name, so on a relation of the tree a trigger
+-- named like the guard's is the table owner's to make or replace (42501).
+-- (PostgreSQL itself refuses to replace the clones of the table's row
+-- triggers on a partition, 42710.)
+SET ROLE regress_po_other;
+CREATE FUNCTION po.no_check() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN COALESCE(NEW, OLD);
+END
+$$;
+SELECT t.error_of($$CREATE OR REPLACE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON po.p2
+  FOR EACH STATEMENT EXECUTE FUNCTION po.no_check()$$);
+SELECT t.error_of($$CREATE OR REPLACE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON po.p3
+  FOR EACH STATEMENT EXECUTE FUNCTION po.no_check()$$);
+SELECT t.error_of($$CREATE OR REPLACE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON po.p3a
+  FOR EACH STATEMENT EXECUTE FUNCTION po.no_check()$$);
+SELECT t.error_of($$CREATE OR REPLACE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE
+  ON po.p2 FOR EACH ROW EXECUTE FUNCTION po.no_check()$$);
+SELECT t.error_of($$TRUNCATE po.p2$$);
+RESET ROLE;
+SET ROLE regress_po_trig;
+SELECT t.error_of($$CREATE OR REPLACE TRIGGER fencing_guard_truncate BEFORE TRUNCATE ON po.p3a
+  FOR EACH STATEMENT EXECUTE FUNCTION po.no_check()$$);
+RESET ROLE;
+GRANT TRIGGER ON po.p TO regress_po_trig;
+SET ROLE regress_po_trig;
+SELECT t.error_of($$CREATE OR REPLACE TRIGGER fencing_guard BEFORE INSERT OR UPDATE OR DELETE
+  ON po.p FOR EACH ROW EXECUTE FUNCTION po.no_check()$$);
+SELECT t.error_of($$CREATE OR REPLACE TRIGGER fencing_guard_key_changes AFTER UPDATE
+  ON po.p FOR EACH ROW EXECUTE FUNCTION po.no_check()$$);
+RESET ROLE;
+REVOKE TRIGGER ON po.p FROM regress_po_trig;
+-- The writers' stale writes are still refused through every guard.
+SET ROLE regress_po_writer;
+BEGIN;
+SET LOCAL fencing.token = 5;
+SELECT t.error_of($$UPDATE po.p SET v = 'stale' WHERE id = 150$$);
+ROLLBACK;
+RESET ROLE;
 SELECT item FROM t.po_changed();
 
 -- Membership: below a protected table, only its owner adds partitions (the

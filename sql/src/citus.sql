@@ -23,13 +23,19 @@ COMMENT ON FUNCTION fencing_internal._citus_schema_is_ours() IS
 -- owner, who alone writes floors.  Everyone may create a marks table there
 -- (protect() does, as the table's owner) and read none but their own; anyone
 -- who may protect a table may make both.  A schema of that name made by
--- another role is refused.
+-- another role is refused, and so is a database without Citus.
 CREATE OR REPLACE FUNCTION fencing_internal._citus_floors()
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+	IF pg_catalog.to_regprocedure('pg_catalog.create_reference_table(regclass)') IS NULL THEN
+		RAISE EXCEPTION 'citus is not installed in this database'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+			      DETAIL = 'Schema fencing_citus holds the marks of Citus distributed tables.',
+			      HINT = 'Run CREATE EXTENSION citus first.';
+	END IF;
 	IF pg_catalog.to_regnamespace('fencing_citus') IS NULL THEN
 		CREATE SCHEMA fencing_citus;
 		GRANT USAGE, CREATE ON SCHEMA fencing_citus TO PUBLIC;

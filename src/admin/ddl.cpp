@@ -10,7 +10,6 @@
  */
 #include "citus/citus.hpp"
 #include "admin/ddl.hpp"
-#include "admin/catalog_checks.hpp"
 #include "reporting/errors.hpp"
 #include "state/registry.hpp"
 #include "base/rights.hpp"
@@ -864,15 +863,21 @@ bool trigger_row(Oid trigger_oid, FormData_pg_trigger *row)
 }
 
 /*
- * A trigger created or renamed: the guard's triggers on a protected table
- * keep their names, and another BEFORE UPDATE row trigger makes the guard's
- * key check take the form that sees the keys it changes.  A BEFORE row
- * trigger for INSERT or UPDATE that fires after the guard (triggers fire in
- * name order) can rewrite the token the guard just checked and stored, so on
- * a relation of a protected tree only the protected table's owner may make
- * one: a partition's owner, or a role granted TRIGGER, could otherwise
- * store any token under any writer's write.  (One firing before the guard
- * changes what the write presents, which the guard then checks.)
+ * A trigger created, replaced or renamed: the guard's triggers on a
+ * protected table keep their names, and another BEFORE UPDATE row trigger
+ * makes the guard's key check take the form that sees the keys it changes.
+ * On a relation of a protected tree only the protected table's owner may
+ *  - make, replace or rename a trigger to a name of the guard's:
+ *    CREATE OR REPLACE TRIGGER needs only the TRIGGER privilege and keeps
+ *    the name (and OID) of the trigger it replaces, so a partition's owner
+ *    or a role granted TRIGGER could otherwise put a function of its own in
+ *    the place of a guard trigger (a partition's TRUNCATE guard is its own
+ *    trigger, not a clone PostgreSQL protects), as dropping one would;
+ *  - make a BEFORE row trigger for INSERT or UPDATE that fires after the
+ *    guard (triggers fire in name order): it can rewrite the token the guard
+ *    just checked and stored, under any writer's write.  (One firing before
+ *    the guard changes what the write presents, which the guard then checks.)
+ * Clones follow the trigger of the partitioned table they copy.
  */
 void follow_trigger(Oid trigger_oid, bool renamed)
 {
@@ -888,6 +893,11 @@ void follow_trigger(Oid trigger_oid, bool renamed)
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 		                errmsg("the guard's triggers cannot be renamed"),
 		                errhint("Run fencing.unprotect() to remove the guard.")));
+	if (!OidIsValid(parent) && guard_trigger_named(NameStr(name)))
+		require_tree_owner(
+		    relid, GetUserId(),
+		    psprintf("make or replace trigger \"%s\" on \"%s\", a trigger of its guard",
+		             NameStr(name), qualified_name(relid)));
 	if (!guard && !OidIsValid(parent) && TRIGGER_FOR_ROW(type) && TRIGGER_FOR_BEFORE(type) &&
 	    (TRIGGER_FOR_INSERT(type) || TRIGGER_FOR_UPDATE(type)) &&
 	    strcmp(NameStr(name), guard_trigger_name) > 0)

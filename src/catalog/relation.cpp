@@ -1,5 +1,5 @@
 /*
- * Relations, read from the relcache and syscache only: see relation.hpp.
+ * Relations, as the catalogs describe them: see relation.hpp.
  */
 #include "catalog/relation.hpp"
 #include "base/compat.hpp"
@@ -11,6 +11,11 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "access/nbtree.h"
 #include "access/table.h"
+#include "access/xact.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "utils/fmgroids.h"
 #include "access/tableam.h"
 #include "catalog/pg_inherits.h"
 #include "executor/tuptable.h"
@@ -233,6 +238,31 @@ int64 stored_token(Relation rel, HeapTuple tuple, AttrNumber token_attnum)
 	bool isnull = false;
 	Datum value = heap_getattr(tuple, token_attnum, RelationGetDescr(rel), &isnull);
 	return isnull ? 0 : DatumGetInt64(value);
+}
+
+List *detached_relations(const RangeVar *name)
+{
+	List *relids = NIL;
+	Relation classes = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyData key;
+	ScanKeyInit(&key, Anum_pg_class_relname, BTEqualStrategyNumber, F_NAMEEQ,
+	            CStringGetDatum(name->relname));
+	SysScanDesc scan = systable_beginscan(classes, ClassNameNspIndexId, true, nullptr, 1, &key);
+	for (HeapTuple tuple; HeapTupleIsValid(tuple = systable_getnext(scan));) {
+		auto *form = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple));
+		if (form->relispartition ||
+		    (form->relkind != RELKIND_RELATION && form->relkind != RELKIND_PARTITIONED_TABLE &&
+		     form->relkind != RELKIND_FOREIGN_TABLE) ||
+		    !TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
+			continue;
+		if (name->schemaname != nullptr &&
+		    form->relnamespace != get_namespace_oid(name->schemaname, true))
+			continue;
+		relids = lappend_oid(relids, form->oid);
+	}
+	systable_endscan(scan);
+	table_close(classes, AccessShareLock);
+	return relids;
 }
 
 } // namespace fencing

@@ -1,8 +1,8 @@
 /*
- * What PostgreSQL says about a relation, read from the relcache and syscache
- * only: its columns, primary key and key values, partition ancestors, what
- * the caller may read of it, the tokens its rows store; and the names of the
- * guard's triggers and function.
+ * What PostgreSQL's catalogs say about a relation (the relcache and syscache,
+ * and pg_class for a detached partition): its columns, primary key and key values, partition
+ * ancestors, what the caller may read of it, the tokens its rows store; the names of the guard's
+ * triggers and function; and the tables a DETACH PARTITION named.
  */
 #pragma once
 
@@ -11,6 +11,7 @@
 extern "C" {
 #include "access/htup.h"
 #include "commands/trigger.h"
+#include "nodes/primnodes.h"
 #include "utils/rel.h"
 }
 
@@ -93,5 +94,15 @@ int64 highest_stored_token_below(Relation rel, const char *token_column);
 
 /* The stored token of a row (NULL counts as 0: nothing accepted yet). */
 int64 stored_token(Relation rel, HeapTuple tuple, AttrNumber token_attnum);
+
+/*
+ * The relations a DETACH PARTITION named: PostgreSQL does not tell event
+ * triggers which one it detached, and the name it was given may be
+ * unqualified, to be read under a search_path the event trigger does not
+ * have.  So: the tables of that name (in that schema if one was given) that
+ * are no longer partitions and whose catalog row this transaction changed.
+ * Only tables: a view or anything else of that name is never one.
+ */
+List *detached_relations(const RangeVar *name);
 
 } // namespace fencing

@@ -1,8 +1,9 @@
 /*
- * MERGE into a protected table: its UPDATE actions must all assign the token
- * column, or none of them - WHEN MATCHED ones and, from PostgreSQL 17 on,
- * WHEN NOT MATCHED BY SOURCE ones alike (a row that no source row matches is
- * updated, and fenced, like any other).
+ * MERGE into a protected table, as a statement or (from PostgreSQL 17 on)
+ * as a WITH query of another: its UPDATE actions must all assign the token
+ * column, or none of them - WHEN MATCHED ones and, from 17 on, WHEN NOT
+ * MATCHED BY SOURCE ones alike (a row that no source row matches is updated,
+ * and fenced, like any other).
  *
  * A row trigger sees the union of the columns that a statement's actions
  * assign (tg_updatedcols), not the action a row took; the new row of an
@@ -32,13 +33,12 @@ namespace
 {
 
 /* Refuses a MERGE whose UPDATE actions disagree about a protected table's token column. */
-void check_merge(const QueryDesc *query)
+void check_merge_plan(const PlannedStmt *statement, const Plan *plan)
 {
-	const PlannedStmt *statement = query->plannedstmt;
-	if (statement == nullptr || statement->commandType != CMD_MERGE ||
-	    !IsA(statement->planTree, ModifyTable))
+	if (plan == nullptr || !IsA(plan, ModifyTable) ||
+	    reinterpret_cast<const ModifyTable *>(plan)->operation != CMD_MERGE)
 		return;
-	auto *modify = reinterpret_cast<const ModifyTable *>(statement->planTree);
+	auto *modify = reinterpret_cast<const ModifyTable *>(plan);
 	const ListCell *result, *actions;
 	forboth(result, modify->resultRelations, actions, modify->mergeActionLists)
 	{
@@ -71,6 +71,22 @@ void check_merge(const QueryDesc *query)
 			                 column)));
 		}
 	}
+}
+
+/*
+ * Every MERGE of the statement: the statement itself, and from PostgreSQL
+ * 17 on one in a WITH query (MERGE ... RETURNING), whose ModifyTable tops a
+ * subplan of a statement that is a SELECT, an INSERT or anything else.
+ */
+void check_merge(const QueryDesc *query)
+{
+	const PlannedStmt *statement = query->plannedstmt;
+	if (statement == nullptr)
+		return;
+	check_merge_plan(statement, statement->planTree);
+	const ListCell *cell;
+	foreach (cell, statement->subplans)
+		check_merge_plan(statement, static_cast<const Plan *>(lfirst(cell)));
 }
 
 } // namespace

@@ -170,13 +170,21 @@ like($err, qr/WARNING:\s+01000/, 'a plain SET of fencing.token warns where the e
 
 # 2. Created, dropped and created again by another session while a
 # long-lived session keeps running statements: it follows each time.
-$node->safe_psql('postgres', 'CREATE DATABASE cycle');
-$node->safe_psql('cycle', q{
-	CREATE TABLE acct (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0);
-	INSERT INTO acct VALUES (1, 'one', 100);
-});
-my $long = session($node, 'cycle');
-ok_in($long, mixed_merge('acct', 1), 'no extension yet: the MERGE runs');
+# A database $db without the extension, its table acct (id 1 at token
+# 100), and a session there whose MERGE with disagreeing actions runs.
+sub unprotected_database
+{
+	my ($db) = @_;
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, q{
+		CREATE TABLE acct (id int PRIMARY KEY, v text, last_fencing_token bigint NOT NULL DEFAULT 0);
+		INSERT INTO acct VALUES (1, 'one', 100);
+	});
+	my $session = session($node, $db);
+	ok_in($session, mixed_merge('acct', 1), "$db, no extension yet: the MERGE runs");
+	return $session;
+}
+my $long = unprotected_database('cycle');
 ok_in($long, lower_token('acct', 1), 'and a lower token is no token');
 for my $round (1 .. 2)
 {
@@ -293,6 +301,48 @@ $unloaded->safe_psql('again', q{SELECT fencing.protect('t')});
 fails_in($watcher, mixed_merge('t', 1), '0A000',
 	'created at 0.1.0 by a session that loaded the module in the script: the watcher checks the MERGE');
 
+# 7. Prepared transactions: CREATE EXTENSION (and protect()) prepared by
+# one session and committed by another, then DROP EXTENSION the same way,
+# while a long-lived session watches: COMMIT PREPARED sends what the
+# prepared transaction kept for the others.  A rolled-back prepared DROP
+# changes nothing.
+my $two = unprotected_database('twophase');
+$node->safe_psql('twophase', q{
+	BEGIN; CREATE EXTENSION fencing; SELECT fencing.protect('acct'); PREPARE TRANSACTION 'create';
+});
+ok_in($two, 'SELECT 1;', 'a statement while the creation is prepared');
+$node->safe_psql('twophase', q{COMMIT PREPARED 'create'});
+fails_in($two, mixed_merge('acct', 1), '0A000', 'committed by another session: the watcher checks the MERGE');
+fails_in($two, lower_token('acct', 1), '23T01', 'and refuses a stale write');
+$node->safe_psql('twophase', q{BEGIN; DROP EXTENSION fencing CASCADE; PREPARE TRANSACTION 'drop';});
+$node->safe_psql('twophase', q{ROLLBACK PREPARED 'drop'});
+fails_in($two, mixed_merge('acct', 1), '0A000', 'a prepared DROP rolled back: still checked');
+$node->safe_psql('twophase', q{BEGIN; DROP EXTENSION fencing CASCADE; PREPARE TRANSACTION 'drop';});
+$node->safe_psql('twophase', q{COMMIT PREPARED 'drop'});
+ok_in($two, mixed_merge('acct', 1), 'a prepared DROP committed by another session: the MERGE runs');
+
+# 8. The invalidation queue overflows: the watcher, busy in a statement,
+# reads nothing while another session creates the extension and then makes
+# thousands of catalog changes in one transaction, more than the queue
+# holds.  The watcher is reset (every cache forgotten) and asks again.
+my $busy = unprotected_database('overflow');
+$busy->query_until(qr/sleeping/, q{\echo sleeping
+SELECT pg_sleep(3);
+});
+$node->safe_psql('overflow', q{CREATE EXTENSION fencing; SELECT fencing.protect('acct');});
+$node->safe_psql('overflow', q{
+	DO $$ BEGIN
+		FOR i IN 1 .. 2000 LOOP
+			EXECUTE format('CREATE TABLE churn_%s (k int)', i);
+			EXECUTE format('DROP TABLE churn_%s', i);
+		END LOOP;
+	END $$;
+});
+fails_in($busy, mixed_merge('acct', 1), '0A000', 'after the overflow the watcher checks the MERGE');
+fails_in($busy, lower_token('acct', 1), '23T01', 'and refuses a stale write');
+
+$two->quit;
+$busy->quit;
 $watcher->quit;
 $with->quit;
 $plain->quit;
