@@ -18,9 +18,10 @@ self.request.fencing_token (self.request.fencing_resource, its key).
   written) is never retried: the dead letter (a dict, below) goes to
   fencing_dead_letter (a task name or signature, sent with the letter as its
   argument; or a callable, called with it; None: logged at warning only) and
-  the task ends with celery.exceptions.Reject(requeue=False) (state REJECTED,
-  stored in the result backend with the letter).  Even autoretry_for or
-  self.retry(exc=...) does not retry it.
+  the task ends with celery.exceptions.Reject(requeue=False): its message is
+  not delivered again (a RabbitMQ queue's dead-letter exchange gets it too),
+  and a worker of Celery 5.7 records its result as FAILURE with that Reject.
+  Even autoretry_for or self.retry(exc=...) does not retry it.
 - A busy lease (not granted within fencing_wait, or at once without it):
   fencing_busy="retry" (default) retries the task with Celery's retry
   (countdown fencing_retry_delay, default the ttl; counts against
@@ -42,8 +43,7 @@ from datetime import timedelta
 from inspect import Parameter, signature
 from typing import Any, Dict, Optional, Tuple
 
-from celery import Task, signature as celery_signature, states
-from celery.backends.base import DisabledBackend
+from celery import Task, signature as celery_signature
 from celery.exceptions import Reject
 
 from . import errors
@@ -201,8 +201,7 @@ class FencedTask(Task):
             lease.release()
 
     def dead_letter(self, error: StaleTokenError, lease: Lease, args: Tuple, kwargs: Dict) -> dict:
-        """Sends the dead letter of a stale refusal to fencing_dead_letter
-        (and the result backend, state REJECTED); returns it."""
+        """Sends the dead letter of a stale refusal to fencing_dead_letter; returns it."""
         letter = {
             "task": self.name, "id": self.request.id, "args": list(args), "kwargs": dict(kwargs),
             "resource": lease.resource, "holder": lease.holder, "token": lease.token,
@@ -218,8 +217,6 @@ class FencedTask(Task):
             celery_signature(route, app=self.app).apply_async((letter,))
         else:
             route(letter)
-        if self.request.id and not self.ignore_result and not isinstance(self.backend, DisabledBackend):
-            self.update_state(state=states.REJECTED, meta=letter)
         return letter
 
     def retry(self, args=None, kwargs=None, exc=None, *rest, **options):
