@@ -15,7 +15,8 @@ body reads the lease and its token on its request: self.request.fencing_lease,
 self.request.fencing_token (self.request.fencing_resource, its key).
 
 - A stale refusal (fencing.StaleTokenError out of the body: a newer holder has
-  written) is never retried: the dead letter (a dict, below) goes to
+  written) is never retried: the dead letter, a dict (task, id, args, kwargs,
+  resource, holder, token, presented, stored, table, key, error), goes to
   fencing_dead_letter (a task name or signature, sent with the letter as its
   argument; or a callable, called with it; None: logged at warning only) and
   the task ends with celery.exceptions.Reject(requeue=False): its message is
@@ -59,7 +60,8 @@ HOLDER_BYTES = 45
 
 
 def default_holder() -> str:
-    """<host>:<pid>:<8 random hex chars>, at most 45 bytes (the host cut)."""
+    """<host>:<pid>:<8 random hex chars>, at most 45 bytes (the host cut):
+    the clients' default identity, which prefork processes do not share."""
     tail = f":{os.getpid()}:{secrets.token_hex(4)}"
     host = socket.gethostname().encode()[:HOLDER_BYTES - len(tail)].decode(errors="ignore")
     return host + tail
