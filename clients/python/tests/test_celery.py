@@ -178,3 +178,27 @@ def test_a_busy_lease_is_skipped_or_retried(conn):
         assert isinstance(retried.result, fencing.celery.BUSY)
         assert runs == []
     assert pay_or_skip.apply((3,)).result == "ran" and runs == [3]
+
+
+@app.task(bind=True, base=FencedTask, fencing_key="celery-unit:order:{order_id}", fencing_ttl=1.5,
+          fencing_dead_letter=letters.append, autoretry_for=(fencing.LeaseLost,), max_retries=1,
+          retry_kwargs={"countdown": 0})
+def pay_after_a_loss(self, order_id):
+    """Loses its lease (released behind its back: the next renewal is refused), then writes."""
+    lease = self.request.fencing_lease
+    runs.append(lease.token)
+    with psycopg.connect("", autocommit=True) as conn:
+        conn.execute("SELECT fencing.release(%s, %s, %s)", (lease.resource, lease.holder, lease.token))
+        assert lease.lost.wait(3)
+        with fencing.fenced(conn, lease) as cur:
+            cur.execute(f"UPDATE {TABLE} SET status = 'lost' WHERE id = %s", (order_id,))
+
+
+def test_a_lost_lease_is_an_ordinary_failure(conn):
+    runs.clear()
+    letters.clear()
+    result = pay_after_a_loss.apply((4,))
+    assert result.state == "FAILURE" and isinstance(result.result, fencing.LeaseLost)
+    assert len(runs) == 2 and runs[0] != runs[1]         # autoretry_for retried it, under a new lease
+    assert letters == []
+    assert conn.execute(f"SELECT status, last_fencing_token FROM {TABLE} WHERE id = 4").fetchone() == ("new", 1)
