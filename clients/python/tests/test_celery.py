@@ -7,6 +7,8 @@ prefork workers."""
 
 import os
 import re
+import subprocess
+import sys
 from datetime import timedelta
 
 import psycopg
@@ -103,6 +105,13 @@ def test_the_default_holder_is_host_pid_random(monkeypatch):
     monkeypatch.setattr(fencing.celery.socket, "gethostname", lambda: "h" * 80 + ".example.org")
     long = default_holder()
     assert len(long.encode()) == 45 and long.startswith("hhh")
+
+
+def test_without_celery_the_import_says_what_to_install():
+    result = subprocess.run([sys.executable, "-c", "import sys; sys.modules['celery'] = None; "
+                             "import fencing; import fencing.celery"], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "ImportError: fencing.celery needs Celery 5: pip install 'fencing[celery]'" in result.stderr
 
 
 # -- runs in-process against a server ------------------------------------

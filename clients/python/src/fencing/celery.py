@@ -44,18 +44,20 @@ from datetime import timedelta
 from inspect import Parameter, signature
 from typing import Any, Dict, Optional, Tuple
 
-from celery import Task, signature as celery_signature
-from celery.exceptions import Reject
+try:
+    from celery import Task, signature as celery_signature
+    from celery.exceptions import Reject
+except ImportError as e:     # the extra not installed
+    raise ImportError(f"fencing.celery needs Celery 5: pip install 'fencing[celery]' ({e})") from e
 
-from . import errors
-from .errors import LeaseTimeout, StaleTokenError
-from .lease import Lease
+import fencing
+from fencing import Lease, LeaseTimeout, StaleTokenError   # the client's public API only
 
 log = logging.getLogger("fencing.celery")
 
 # LeaseBusy (a try that found the lease held) where the client has it; a
 # wait that passed is LeaseTimeout: both are "busy" for a task.
-BUSY = tuple({getattr(errors, "LeaseBusy", LeaseTimeout), LeaseTimeout})
+BUSY = tuple({getattr(fencing, "LeaseBusy", LeaseTimeout), LeaseTimeout})
 HOLDER_BYTES = 45
 
 
