@@ -48,7 +48,8 @@ try:
     from celery import Task, signature as celery_signature
     from celery.exceptions import Reject
 except ImportError as e:     # the extra not installed
-    raise ImportError(f"fencing.celery needs Celery 5: pip install 'fencing[celery]' ({e})") from e
+    raise ImportError(f"fencing.celery needs Celery 5, the client's extra celery "
+                      f"(pip install 'clients/python[celery]'): {e}") from e
 
 import fencing
 from fencing import Lease, LeaseTimeout, StaleTokenError   # the client's public API only
