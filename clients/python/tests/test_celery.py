@@ -87,6 +87,8 @@ def test_a_call_that_misses_the_key_fails_before_any_lease(monkeypatch):
     ("order:{order_id}", {"fencing_retry_delay": -2}, "fencing_retry_delay must be"),
     ("order:{order_id}", {"fencing_busy": "wait"}, 'fencing_busy must be "retry" or "skip"'),
     ("order:{order_id}", {"fencing_dead_letter": 42}, "fencing_dead_letter must be"),
+    ("order:{order_id}", {"fencing_holder": 7}, "fencing_holder must be a string"),
+    ("order:{order_id}", {"fencing_conninfo": {"host": "db"}}, "fencing_conninfo must be a string"),
 ])
 def test_bad_options_fail_at_the_definition(key, options, message):
     with pytest.raises(ValueError, match=message):

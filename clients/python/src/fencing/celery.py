@@ -143,6 +143,10 @@ class FencedTask(Task):
             setattr(cls, option, value)
         if cls.fencing_busy not in ("retry", "skip"):
             raise ValueError(f"task {name}: fencing_busy must be \"retry\" or \"skip\", not {cls.fencing_busy!r}")
+        for option in ("fencing_holder", "fencing_conninfo"):
+            value = getattr(cls, option)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"task {name}: {option} must be a string, not {value!r}")
         route = cls.fencing_dead_letter
         if route is not None and not isinstance(route, (str, dict)) and not callable(route):
             raise ValueError(f"task {name}: fencing_dead_letter must be a task name, a signature "
