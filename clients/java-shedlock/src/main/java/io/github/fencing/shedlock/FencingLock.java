@@ -2,8 +2,10 @@ package io.github.fencing.shedlock;
 
 import java.lang.System.Logger.Level;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 
 import net.javacrumbs.shedlock.core.AbstractSimpleLock;
 import net.javacrumbs.shedlock.core.ClockProvider;
@@ -23,14 +25,22 @@ public final class FencingLock extends AbstractSimpleLock {
     private final long token;
     /** Shared by a lock and its extensions: set once the lease is released or found lost. */
     private final AtomicBoolean ended;
+    /** Shared too: lockAtMostUntil of the latest extension, on this JVM's clock. */
+    private final AtomicReference<Instant> until;
 
-    FencingLock(FencingLockProvider provider, LockConfiguration config, String resource, long token,
-            AtomicBoolean ended) {
+    FencingLock(FencingLockProvider provider, LockConfiguration config, String resource, long token) {
+        this(provider, config, resource, token, new AtomicBoolean(), new AtomicReference<>());
+    }
+
+    private FencingLock(FencingLockProvider provider, LockConfiguration config, String resource, long token,
+            AtomicBoolean ended, AtomicReference<Instant> until) {
         super(config);
         this.provider = provider;
         this.resource = resource;
         this.token = token;
-        this.ended = ended == null ? new AtomicBoolean() : ended;
+        this.ended = ended;
+        this.until = until;
+        until.set(config.getLockAtMostUntil());
     }
 
     /** ShedLock's name of the lock. */
@@ -51,6 +61,14 @@ public final class FencingLock extends AbstractSimpleLock {
     /** The lease's fencing token: the task's writes carry it. */
     public long token() {
         return token;
+    }
+
+    /**
+     * When the lease ends at the latest ({@code lockAtMostFor} from the lock, or from its last
+     * extension), on this JVM's clock ({@link ClockProvider}); the server's clock decides.
+     */
+    public Instant lockAtMostUntil() {
+        return until.get();
     }
 
     /** Whether this lock (or its extension) has been unlocked, or found lost by an extension. */
@@ -88,7 +106,7 @@ public final class FencingLock extends AbstractSimpleLock {
             end();
             return Optional.empty();
         }
-        return Optional.of(new FencingLock(provider, config, resource, token, ended));
+        return Optional.of(new FencingLock(provider, config, resource, token, ended, until));
     }
 
     private void end() {

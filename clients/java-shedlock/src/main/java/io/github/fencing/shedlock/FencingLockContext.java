@@ -5,11 +5,15 @@ import io.github.fencing.SqlFunction;
 import io.github.fencing.StaleTokenException;
 
 import java.sql.Connection;
+import java.sql.PreparedStatement;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.Optional;
 import java.util.function.Consumer;
+
+import net.javacrumbs.shedlock.core.ClockProvider;
 
 /**
  * The fencing lock of the task running on this thread: {@link FencingLockProvider#lock} sets it
@@ -53,16 +57,33 @@ public final class FencingLockContext {
     /**
      * {@link Fencing#fenced(Connection, long, SqlFunction)} with {@link #token()}: {@code work}
      * in one transaction of {@code connection} with {@code SET LOCAL fencing.token}, committed;
-     * a stale token is {@link StaleTokenException} (23T01), the transaction rolled back.
+     * a stale token is {@link StaleTokenException} (23T01), the transaction rolled back. Before
+     * {@code lockAtMostUntil} the transaction also gets {@code SET LOCAL
+     * idle_in_transaction_session_timeout} = the lock's time left, so that a task frozen inside
+     * it (SIGSTOP, a long pause) is ended by the server when the lock ends instead of holding
+     * its row locks against the next holder. Past that moment nothing is bounded and the write
+     * goes to the storage, which refuses it if a newer holder has written.
      */
     public static <T> T fenced(Connection connection, SqlFunction<T> work) throws SQLException {
-        return Fencing.fenced(connection, token(), work);
+        return fenced(connection, work, null);
     }
 
-    /** As {@link #fenced(Connection, SqlFunction)}, calling {@code onStale} (dead letter) on 23T01. */
+    /** As {@link #fenced(Connection, SqlFunction)}, calling {@code onStale} (dead letter, may be null) on 23T01. */
     public static <T> T fenced(Connection connection, SqlFunction<T> work,
             Consumer<? super StaleTokenException> onStale) throws SQLException {
-        return Fencing.fenced(connection, token(), work, onStale);
+        FencingLock lock = current().orElseThrow(() -> new IllegalStateException(
+                "no fencing lock is held by this thread: call fenced() inside the @SchedulerLock task"));
+        return Fencing.fenced(connection, lock.token(), c -> {
+            long left = Duration.between(ClockProvider.now(), lock.lockAtMostUntil()).toMillis();
+            if (left > 0) {
+                try (PreparedStatement ps = c.prepareStatement(
+                        "SELECT set_config('idle_in_transaction_session_timeout', ?, true)")) {
+                    ps.setString(1, Long.toString(Math.min(left, Integer.MAX_VALUE)));
+                    ps.execute();
+                }
+            }
+            return work.apply(c);
+        }, onStale);
     }
 
     static void enter(FencingLock lock) {

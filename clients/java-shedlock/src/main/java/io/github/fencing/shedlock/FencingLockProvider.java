@@ -100,7 +100,7 @@ public final class FencingLockProvider implements ExtensibleLockProvider {
         if (token == null) {
             return Optional.empty();
         }
-        FencingLock lock = new FencingLock(this, config, resource, token, null);
+        FencingLock lock = new FencingLock(this, config, resource, token);
         FencingLockContext.enter(lock);
         return Optional.of(lock);
     }

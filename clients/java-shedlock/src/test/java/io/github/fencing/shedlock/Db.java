@@ -50,6 +50,13 @@ final class Db {
         }
     }
 
+    /** The first column of the first row of {@code sql} on {@code c}, or null. */
+    static Object one(Connection c, String sql) throws SQLException {
+        try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
+            return rs.next() ? rs.getObject(1) : null;
+        }
+    }
+
     /** The live lease's holder of {@code resource} by the server's clock, or null. */
     static String liveHolder(String resource) throws SQLException {
         return (String) one("SELECT holder FROM fencing.leases WHERE resource = ? AND live", resource);

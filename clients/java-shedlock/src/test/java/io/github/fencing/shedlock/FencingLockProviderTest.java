@@ -17,6 +17,8 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.Optional;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
 import net.javacrumbs.shedlock.core.ClockProvider;
@@ -156,6 +158,45 @@ class FencingLockProviderTest {
         }
         assertTrue(FencingLockContext.current().isEmpty());
         assertEquals(1, Db.one("SELECT v FROM shedlock_unit WHERE id = 'x'"));
+    }
+
+    @Test
+    void aTaskFrozenInItsTransactionIsEndedWhenItsLockEnds() throws Exception {
+        Db.exec("DROP TABLE IF EXISTS shedlock_frozen; CREATE TABLE shedlock_frozen (id text PRIMARY KEY, v int);"
+                + "SELECT fencing.protect('shedlock_frozen'); INSERT INTO shedlock_frozen VALUES ('x', 0, 1)");
+        CompletableFuture<Object> frozen = CompletableFuture.supplyAsync(() -> {
+            SimpleLock lock = a.lock(config(Duration.ofMillis(1000))).orElseThrow();
+            try (Connection c = db.connect()) {
+                return FencingLockContext.fenced(c, conn -> {
+                    String timeout = (String) Db.one(conn, "SHOW idle_in_transaction_session_timeout");
+                    assertFalse(timeout.equals("0"), timeout);
+                    conn.createStatement().executeUpdate("UPDATE shedlock_frozen SET v = 1");
+                    try {
+                        Thread.sleep(4000); // frozen while idle in transaction, holding the row lock
+                    } catch (InterruptedException e) {
+                        throw new IllegalStateException(e);
+                    }
+                    return conn.createStatement().executeUpdate("UPDATE shedlock_frozen SET v = 2");
+                });
+            } catch (SQLException e) {
+                return e;
+            } finally {
+                lock.unlock();
+            }
+        });
+        Thread.sleep(1200);
+        SimpleLock next = b.lock(config(Duration.ofSeconds(30))).orElseThrow();
+        long start = System.nanoTime();
+        try (Connection c = db.connect()) {
+            assertEquals(1, (int) FencingLockContext.fenced(c,
+                    conn -> conn.createStatement().executeUpdate("UPDATE shedlock_frozen SET v = 3")));
+        } finally {
+            next.unlock();
+        }
+        long waited = (System.nanoTime() - start) / 1_000_000;
+        assertTrue(waited < 1500, "the next holder's write waited " + waited + " ms for the frozen one");
+        assertInstanceOf(SQLException.class, frozen.get(10, TimeUnit.SECONDS), "the server ended the frozen one");
+        assertEquals(3, Db.one("SELECT v FROM shedlock_frozen"));
     }
 
     @Test
