@@ -26,7 +26,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Two JVMs of the Spring Boot application {@link ReportApp} ({@code @Scheduled} every second,
- * {@code @SchedulerLock(lockAtMostFor = "PT3S")}, 1.5 s of work then a fenced write) against one
+ * {@code @SchedulerLock(lockAtMostFor = "PT5S")}, 1.5 s of work then a fenced write) against one
  * server: the runs never overlap and each write carries its lock's token; the instance frozen
  * (SIGSTOP) in its work past lockAtMostFor is replaced by the other, and once thawed its write
  * is refused with 23T01.
@@ -74,11 +74,13 @@ class TwoInstancesTest {
         Event started = await("a run started", 15, () -> after(seen, e -> e.kind.equals("started")));
         Process frozen = started.instance.equals("A") ? a : b;
         signal(frozen, "STOP");
+        long frozenAt = System.nanoTime();
         long frozenToken = started.token;
 
         // the other one takes over after lockAtMostFor, with a higher token, and writes
-        Event takeover = await("the other instance writes", 15, () -> after(seen,
+        Event takeover = await("the other instance writes", 25, () -> after(seen,
                 e -> e.kind.equals("written") && !e.instance.equals(started.instance) && e.token > frozenToken));
+        long takeoverMs = (System.nanoTime() - frozenAt) / 1_000_000;
         signal(frozen, "CONT");
 
         // the thawed instance's write with its old token is refused by the storage
@@ -104,6 +106,11 @@ class TwoInstancesTest {
         for (Process p : processes) {
             p.waitFor(20, java.util.concurrent.TimeUnit.SECONDS);
         }
+        System.out.printf("TwoInstancesTest: %d runs written (A %d, B %d); %s frozen with token %d, %s wrote with"
+                + " token %d %d ms after the freeze; the thawed write refused (%s)%n",
+                count(e -> e.kind.equals("written")), count(e -> e.kind.equals("written") && e.instance.equals("A")),
+                count(e -> e.kind.equals("written") && e.instance.equals("B")), started.instance, frozenToken,
+                takeover.instance, takeover.token, takeoverMs, refused.more.trim());
         try (Connection c = Db.source().connect(); Statement s = c.createStatement()) {
             // the written runs never overlap, and their tokens increase with time
             try (ResultSet rs = s.executeQuery("SELECT count(*) FROM report_runs r1 JOIN report_runs r2"

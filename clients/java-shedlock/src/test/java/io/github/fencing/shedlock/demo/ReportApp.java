@@ -16,7 +16,7 @@ import org.springframework.scheduling.annotation.EnableScheduling;
  */
 @SpringBootApplication
 @EnableScheduling
-@EnableSchedulerLock(defaultLockAtMostFor = "PT3S")
+@EnableSchedulerLock(defaultLockAtMostFor = "PT5S")
 public class ReportApp {
     /** The server of libpq's environment (PGHOST, PGPORT, PGUSER, PGDATABASE). */
     @Bean

@@ -28,7 +28,7 @@ public class ReportJob {
     }
 
     @Scheduled(cron = "* * * * * *")
-    @SchedulerLock(name = "report", lockAtMostFor = "PT3S", lockAtLeastFor = "PT0.5S")
+    @SchedulerLock(name = "report", lockAtMostFor = "PT5S", lockAtLeastFor = "PT0.5S")
     public void report() throws SQLException, InterruptedException {
         long token = FencingLockContext.token();
         try (Connection c = db.connect()) {
