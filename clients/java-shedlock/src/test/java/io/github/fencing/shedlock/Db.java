@@ -11,14 +11,14 @@ import java.sql.SQLException;
 import java.sql.Statement;
 
 /** The test server: libpq's environment over TCP (test/dev sets it); the tests skip without PGPORT. */
-final class Db {
+public final class Db {
     private Db() {
     }
 
     private static boolean created;
 
     /** The server's connections, with the extension created in its database. */
-    static synchronized ConnectionSource source() {
+    public static synchronized ConnectionSource source() {
         assumeTrue(System.getenv("PGPORT") != null, "no PostgreSQL: run under test/dev with PGHOST=127.0.0.1");
         ConnectionSource source = ConnectionSource.fromEnvironment();
         if (!created) {
@@ -63,7 +63,7 @@ final class Db {
     }
 
     /** The token of the live lease on {@code resource}, or null. */
-    static Long liveToken(String resource) throws SQLException {
+    public static Long liveToken(String resource) throws SQLException {
         return (Long) one("SELECT token FROM fencing.leases WHERE resource = ? AND live", resource);
     }
 }
