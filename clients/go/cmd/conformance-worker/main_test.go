@@ -27,6 +27,9 @@ type process struct {
 func start(t *testing.T) *process {
 	t.Helper()
 	if os.Getenv("PGHOST") == "" && os.Getenv("PGPORT") == "" && os.Getenv("PGDATABASE") == "" {
+		if os.Getenv("FENCING_GO_REQUIRE_SERVER") != "" { // clients/run: never a silent skip
+			t.Fatal("FENCING_GO_REQUIRE_SERVER is set but no PostgreSQL is: set PGHOST, PGPORT, PGUSER, PGDATABASE")
+		}
 		t.Skip("no PostgreSQL: set PGHOST, PGPORT, PGUSER, PGDATABASE (test/dev does)")
 	}
 	bin := filepath.Join(t.TempDir(), "worker")
@@ -174,7 +177,7 @@ func TestSessionRaiseInsideAndQuit(t *testing.T) {
 	if a["ok"] != true || len(a["tokens"].([]any)) != 2 {
 		t.Fatalf("session: %v", a)
 	}
-	if a := p.ask(`{"op":"lease","resource":"` + r1 + `","holder":"other","ttl":1,"wait":null}`); a["error"] != "LeaseTimeout" {
+	if a := p.ask(`{"op":"lease","resource":"` + r1 + `","holder":"other","ttl":1,"wait":null}`); a["error"] != "LeaseBusy" {
 		t.Errorf("busy: %v", a)
 	}
 	time.Sleep(3 * time.Second)
