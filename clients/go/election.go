@@ -29,9 +29,13 @@ type Election struct {
 
 	mu       sync.Mutex
 	term     *Lease // the current or last leadership
+	given    bool   // term was given up by Resign already
 	resigned bool   // Resign or Close: no recampaign
 
-	events chan func() // the callbacks, in order, on one goroutine
+	events   chan func() // the callbacks, in order, on one goroutine
+	emitMu   sync.Mutex
+	quiet    bool           // Close has closed events
+	watchers sync.WaitGroup // watch goroutines
 
 	readMu sync.Mutex
 	reader *pgx.Conn // Leader()'s connection
@@ -130,27 +134,17 @@ func (e *Election) Candidate() string {
 }
 
 func (e *Election) dispatch() {
-	for {
-		select {
-		case fn := <-e.events:
-			fn()
-		case <-e.life.Done():
-			for {
-				select {
-				case fn := <-e.events:
-					fn()
-				default:
-					return
-				}
-			}
-		}
+	for fn := range e.events {
+		fn()
 	}
 }
 
+// emit queues a callback; after Close (an observer still running) none.
 func (e *Election) emit(fn func()) {
-	select {
-	case e.events <- fn:
-	case <-e.life.Done():
+	e.emitMu.Lock()
+	defer e.emitMu.Unlock()
+	if !e.quiet {
+		e.events <- fn
 	}
 }
 
@@ -190,12 +184,13 @@ func (e *Election) campaign(ctx context.Context) error {
 		_, _ = term.Release()
 		return errors.New("fencing: the election was resigned or closed during the campaign")
 	}
-	e.term = term
+	e.term, e.given = term, false
 	e.mu.Unlock()
 	if fn := e.o.onStarted; fn != nil {
 		token := term.Token()
 		e.emit(func() { fn(token) })
 	}
+	e.watchers.Add(1)
 	go e.watch(term)
 	return nil
 }
@@ -203,6 +198,7 @@ func (e *Election) campaign(ctx context.Context) error {
 // watch waits for the end of a term: OnStoppedLeading, then with
 // Recampaign (a loss, not a resign) a campaign again.
 func (e *Election) watch(term *Lease) {
+	defer e.watchers.Done()
 	select {
 	case <-term.Context().Done():
 	case <-e.life.Done():
@@ -303,19 +299,28 @@ func (e *Election) Done() <-chan struct{} { return e.Context().Done() }
 func (e *Election) Resign(ctx context.Context) (bool, error) {
 	e.mu.Lock()
 	e.resigned = true
-	t := e.term
+	t, given := e.term, e.given
+	e.given = true
 	e.mu.Unlock()
-	if t == nil {
+	if t == nil || given {
 		return false, nil
 	}
 	return t.Release()
 }
 
 // Close resigns and ends the election's goroutines (recampaigns, the
-// callbacks once delivered) and its connection.
+// callbacks once delivered: OnStoppedLeading of the resign is the last) and
+// its connection.
 func (e *Election) Close() error {
 	_, err := e.Resign(context.Background())
 	e.finish()
+	e.watchers.Wait()
+	e.emitMu.Lock()
+	if !e.quiet {
+		e.quiet = true
+		close(e.events)
+	}
+	e.emitMu.Unlock()
 	e.readMu.Lock()
 	if e.reader != nil {
 		e.reader.Close(context.Background())
