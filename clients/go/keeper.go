@@ -132,9 +132,17 @@ func (k *keeper) acquire(ctx context.Context, resource string, ttl, wait time.Du
 	}
 	var token int64
 	var deadline time.Time
+	var err error
 	if s != nil && wait > 0 {
-		// A waiting call would hold up the session's renewals: wait on a
-		// connection of its own.
+		// A try first, on the keepalive connection; if busy, wait on a
+		// connection of its own: a waiting call would hold up the
+		// session's renewals.
+		token, deadline, err = k.grantHere(ctx, resource, ttl, 0)
+		if err != nil && !errors.Is(err, ErrLeaseBusy) {
+			return nil, err
+		}
+	}
+	if s != nil && wait > 0 && token == 0 {
 		config := k.config.Copy()
 		notices := configure(config, "fencing wait "+k.holder)
 		conn, err := pgx.ConnectConfig(ctx, config)
@@ -146,17 +154,8 @@ func (k *keeper) acquire(ctx context.Context, resource string, ttl, wait time.Du
 		if err != nil {
 			return nil, err
 		}
-	} else {
-		k.mu.Lock()
-		conn, err := k.connect(ctx)
-		if err == nil {
-			token, deadline, err = k.grant(ctx, conn, k.notices, resource, ttl, wait)
-			if err != nil && (conn.IsClosed() || ctx.Err() != nil) {
-				k.dropConn()
-			}
-		}
-		k.mu.Unlock()
-		if err != nil {
+	} else if token == 0 {
+		if token, deadline, err = k.grantHere(ctx, resource, ttl, wait); err != nil {
 			return nil, err
 		}
 	}
@@ -169,6 +168,21 @@ func (k *keeper) acquire(ctx context.Context, resource string, ttl, wait time.Du
 	default:
 	}
 	return l, nil
+}
+
+// grantHere grants on the keepalive connection.
+func (k *keeper) grantHere(ctx context.Context, resource string, ttl, wait time.Duration) (int64, time.Time, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	conn, err := k.connect(ctx)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	token, deadline, err := k.grant(ctx, conn, k.notices, resource, ttl, wait)
+	if err != nil && (conn.IsClosed() || ctx.Err() != nil) {
+		k.dropConn()
+	}
+	return token, deadline, err
 }
 
 // grant calls the grant function (a try, or waits of at most an hour each
