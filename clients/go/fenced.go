@@ -162,7 +162,12 @@ func setLocal(ctx context.Context, tx pgx.Tx, fence Fence) error {
 // serverMajor is the server's major version from its server_version
 // parameter (0 if unknown).
 func serverMajor(conn *pgx.Conn) int {
-	v := conn.PgConn().ParameterStatus("server_version")
+	return majorVersion(conn.PgConn().ParameterStatus("server_version"))
+}
+
+// majorVersion: "17.2", "18beta1", "15.20 (Debian 15.20-0+deb12u1)" → 17,
+// 18, 15; 0 without leading digits.
+func majorVersion(v string) int {
 	end := 0
 	for end < len(v) && v[end] >= '0' && v[end] <= '9' {
 		end++

@@ -46,6 +46,14 @@ func TestVersionAtLeast(t *testing.T) {
 	}
 }
 
+func TestMajorVersion(t *testing.T) {
+	for v, want := range map[string]int{"17.2": 17, "18beta1": 18, "15.20 (Debian 15.20-0+deb12u1)": 15, "9.6.24": 9, "": 0, "devel": 0} {
+		if got := majorVersion(v); got != want {
+			t.Errorf("majorVersion(%q) = %d, want %d", v, got, want)
+		}
+	}
+}
+
 func TestBadInputsRefusedBeforeConnecting(t *testing.T) {
 	ctx := context.Background()
 	// port 1: nothing listens; each call must fail on its input first.
