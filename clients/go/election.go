@@ -164,6 +164,11 @@ func (e *Election) Campaign(ctx context.Context) error {
 	}
 	e.resigned = false
 	e.mu.Unlock()
+	// Close ends the wait too.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(e.life, func() { cancel(errors.New("fencing: the election was closed")) })
+	defer stop()
 	return e.campaign(ctx)
 }
 
@@ -218,6 +223,9 @@ func (e *Election) watch(term *Lease) {
 		e.mu.Lock()
 		again = !e.resigned
 		e.mu.Unlock()
+		if !again {
+			return
+		}
 		e.o.logger().Warn("fencing: campaign again failed, retrying", "election", e.name, "error", err)
 		select {
 		case <-time.After(retryInterval(e.ttl)):

@@ -269,3 +269,35 @@ func TestElectionBadInputs(t *testing.T) {
 		t.Errorf("a try on a led election: %v, want ErrLeaseBusy", err)
 	}
 }
+
+// Close ends a campaign that waits, and nothing stays queued.
+func TestElectionCloseEndsTheCampaign(t *testing.T) {
+	conn := connect(t)
+	ctx := context.Background()
+	name := unique(t, "e")
+	leader := newElection(t, name, 2*time.Second)
+	if err := leader.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiter, err := NewElection("", name, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- waiter.Campaign(ctx) }()
+	if !eventually(5*time.Second, func() bool { pid, _ := waiting(t, conn, "fencing keepalive "+waiter.Candidate()); return pid != 0 }) {
+		t.Fatal("the candidate does not wait")
+	}
+	waiter.Close()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("the campaign after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the campaign")
+	}
+	if !eventually(time.Second, func() bool { pid, _ := waiting(t, conn, "fencing keepalive "+waiter.Candidate()); return pid == 0 }) {
+		t.Error("the closed candidate still waits on the server")
+	}
+}
