@@ -92,8 +92,16 @@ SELECT count(*) AS leaders FROM fencing.leader('election:5');
 SELECT state FROM fencing.leases WHERE resource = 'election:5';
 SELECT * FROM t.heard();
 -- The next candidate is granted above the expired token.
-SELECT fencing.campaign('election:5', 'erin', '10 s') IS NOT NULL AS granted;
+SELECT token AS t5_old FROM fencing.leases WHERE resource = 'election:5' \gset
+SELECT fencing.campaign('election:5', 'erin', '10 s') > :t5_old AS granted_above;
 SELECT * FROM t.heard();
+-- A candidate waiting for a leader that expires is granted at the expiry;
+-- its grant notifies (the expiry alone did not).
+SELECT fencing.campaign('election:9', 'frank', '1 s') IS NOT NULL AS granted;
+SELECT expires_at AS frank_expires FROM fencing.leader('election:9') \gset
+SELECT t.on_l($$SELECT fencing.campaign('election:9', 'grace', '10 s', '5 s') IS NOT NULL$$) AS granted;
+SELECT * FROM t.heard();
+SELECT holder, granted_at >= :'frank_expires' AS after_the_expiry FROM fencing.leader('election:9');
 
 -- Names of up to 1000 bytes (the payload); a longer one is refused.
 SELECT fencing.campaign(repeat('n', 1000), 'alice', '10 s') IS NOT NULL AS granted;
