@@ -60,9 +60,6 @@ func Acquire(ctx context.Context, connString, resource string, ttl time.Duration
 // acquireWith makes the keeper of one lease (a lease, or an election's
 // term: tune sets its grant and release functions) and acquires.
 func acquireWith(ctx context.Context, connString, resource string, ttl time.Duration, o acquireOptions, tune func(*keeper)) (*Lease, error) {
-	if ttl <= 0 {
-		return nil, fmt.Errorf("fencing: ttl must be positive, not %v", ttl)
-	}
 	k, err := newKeeper(connString, o.holder, ttl, false, o.logger)
 	if err != nil {
 		return nil, err
