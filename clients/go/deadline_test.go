@@ -13,7 +13,7 @@ func offlineLease(t *testing.T, ttl time.Duration) *Lease {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newLease(k, nil, "r", 7, time.Now().Add(ttl))
+	return newLease(k, nil, "r", 7, ttl, time.Now().Add(ttl))
 }
 
 func TestDeadlineCountsFromTheStartOfTheAcknowledgedCall(t *testing.T) {
@@ -67,7 +67,7 @@ func TestFailedRenewalsRetriedUntilTheDeadline(t *testing.T) {
 	conn := connect(t)
 	r, a := unique(t, "r"), unique(t, "a")
 	ttl := 900 * time.Millisecond
-	lease, err := Acquire(context.Background(), "", r, a, ttl)
+	lease, err := Acquire(context.Background(), "", r, ttl, WithHolder(a))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,20 @@ var (
 	// ErrLeaseLost: the lease's deadline passed, a renewal was refused, or
 	// the lease was released. Writes must stop.
 	ErrLeaseLost = errors.New("fencing: lease lost")
-	// ErrLeaseTimeout: the lease was not granted (busy, or the wait passed).
+	// ErrLeaseTimeout: a wait (WithWait, or the context's deadline) passed
+	// and the lease was not granted.
 	ErrLeaseTimeout = errors.New("fencing: lease not granted")
+	// ErrLeaseBusy: a try (WithWait(0)) found the lease held by another
+	// holder. It is not ErrLeaseTimeout: nothing waited.
+	ErrLeaseBusy = errors.New("fencing: lease busy")
+	// ErrRefusedWrite: the storage refused a write for its token;
+	// errors.Is(err, ErrRefusedWrite) holds for *StaleTokenError (23T01) and
+	// *MissingTokenError (23T02) alike.
+	ErrRefusedWrite = errors.New("fencing: write refused")
+	// ErrUnsupportedServer: the database has no fencing extension, or one
+	// older than 0.4.0, the oldest this client speaks to (the error says
+	// ALTER EXTENSION fencing UPDATE).
+	ErrUnsupportedServer = errors.New("fencing: unsupported server")
 	// ErrLeaseAlreadyHeld: the holder asked again for a lease it holds
 	// (the error is a *LeaseAlreadyHeldError).
 	ErrLeaseAlreadyHeld = errors.New("fencing: lease already held by this holder")
@@ -61,6 +73,9 @@ type StaleTokenError struct {
 func (e *StaleTokenError) Error() string { return "fencing: " + e.err.Error() }
 func (e *StaleTokenError) Unwrap() error { return e.err }
 
+// Is makes errors.Is(err, ErrRefusedWrite) true.
+func (e *StaleTokenError) Is(target error) bool { return target == ErrRefusedWrite }
+
 // MissingTokenError is a write refused with 23T02: it presented no token.
 // Unwrap gives the driver's error (*pgconn.PgError).
 type MissingTokenError struct {
@@ -75,6 +90,9 @@ type MissingTokenError struct {
 
 func (e *MissingTokenError) Error() string { return "fencing: " + e.err.Error() }
 func (e *MissingTokenError) Unwrap() error { return e.err }
+
+// Is makes errors.Is(err, ErrRefusedWrite) true.
+func (e *MissingTokenError) Is(target error) bool { return target == ErrRefusedWrite }
 
 // DETAIL of src/errors.cpp, e.g. "Relation public.t, key (id)=(1): presented
 // token 5, stored token 7 (monotonic mode)." or "Resource "r": ...".

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A Fence is what a fenced write presents: a *Lease, checked before the
@@ -117,16 +119,88 @@ func Fenced(ctx context.Context, db Beginner, fence Fence, fn func(tx pgx.Tx) er
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	if _, err = tx.Exec(ctx, "SELECT set_config('fencing.token', $1, true)", strconv.FormatInt(fence.Token(), 10)); err != nil {
-		return err
+	if err = setLocal(ctx, tx, fence); err != nil {
+		return lostMeanwhile(fence, err)
 	}
 	if err = fn(tx); err != nil {
-		return err
+		return lostMeanwhile(fence, err)
 	}
 	if err = fence.Check(); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	return lostMeanwhile(fence, tx.Commit(ctx))
+}
+
+// A deadlined fence (a *Lease, an *Election) bounds the transaction of a
+// fenced write by the time it has left.
+type deadlined interface {
+	Deadline() time.Time
+}
+
+// setLocal sets the token for the transaction (SET LOCAL fencing.token,
+// sent as set_config(..., true)); for a fence with a deadline also SET
+// LOCAL idle_in_transaction_session_timeout, and transaction_timeout on
+// PostgreSQL 17 or later, to the milliseconds left (at least 1): a holder
+// frozen between its statements and its COMMIT is ended by the server at
+// its deadline, and its row locks no longer hold up the next holder.
+func setLocal(ctx context.Context, tx pgx.Tx, fence Fence) error {
+	token := strconv.FormatInt(fence.Token(), 10)
+	d, ok := fence.(deadlined)
+	if !ok {
+		_, err := tx.Exec(ctx, "SELECT set_config('fencing.token', $1, true)", token)
+		return err
+	}
+	left := strconv.FormatInt(max(time.Until(d.Deadline()).Milliseconds(), 1), 10)
+	sql := "SELECT set_config('fencing.token', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)"
+	if serverMajor(tx.Conn()) >= 17 {
+		sql += ", set_config('transaction_timeout', $2, true)"
+	}
+	_, err := tx.Exec(ctx, sql, token, left)
+	return err
+}
+
+// serverMajor is the server's major version from its server_version
+// parameter (0 if unknown).
+func serverMajor(conn *pgx.Conn) int {
+	return majorVersion(conn.PgConn().ParameterStatus("server_version"))
+}
+
+// majorVersion: "17.2", "18beta1", "15.20 (Debian 15.20-0+deb12u1)" → 17,
+// 18, 15; 0 without leading digits.
+func majorVersion(v string) int {
+	end := 0
+	for end < len(v) && v[end] >= '0' && v[end] <= '9' {
+		end++
+	}
+	n, _ := strconv.Atoi(v[:end])
+	return n
+}
+
+// lostMeanwhile: an error of a write whose lease was lost meanwhile (the
+// server ended the transaction at the lease's deadline, say) also wraps
+// ErrLeaseLost.
+func lostMeanwhile(fence Fence, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := fence.(deadlined); !ok || errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	if lost := fence.Check(); lost != nil {
+		return fmt.Errorf("%w (the write failed: %w)", lost, err)
+	}
+	return err
+}
+
+// Exec runs one statement as a fenced write (Fenced with a function that
+// calls tx.Exec) and returns its command tag: the short form for a write of
+// one statement.
+func Exec(ctx context.Context, db Beginner, fence Fence, sql string, args ...any) (tag pgconn.CommandTag, err error) {
+	err = Fenced(ctx, db, fence, func(tx pgx.Tx) error {
+		tag, err = tx.Exec(ctx, sql, args...)
+		return err
+	})
+	return tag, err
 }
 
 // refuseOpenTransaction: Fenced runs a transaction of its own. In a

@@ -101,7 +101,7 @@ func TestFencedWithLease(t *testing.T) {
 	conn := connect(t)
 	ctx := context.Background()
 	table := protectedTable(t, conn)
-	lease, err := Acquire(ctx, "", unique(t, "r"), unique(t, "a"), 10*time.Second)
+	lease, err := Acquire(ctx, "", unique(t, "r"), 10*time.Second, WithHolder(unique(t, "a")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,8 @@ func TestFencedWithLease(t *testing.T) {
 		if _, err := tx.Exec(ctx, "UPDATE "+table+" SET status = 'lost' WHERE id = 1"); err != nil {
 			return err
 		}
-		return lease.Release()
+		_, err := lease.Release()
+		return err
 	})
 	if !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("lost before COMMIT: %v, want ErrLeaseLost", err)

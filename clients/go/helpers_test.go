@@ -16,6 +16,9 @@ import (
 func connect(t *testing.T) *pgx.Conn {
 	t.Helper()
 	if os.Getenv("PGHOST") == "" && os.Getenv("PGPORT") == "" && os.Getenv("PGDATABASE") == "" && os.Getenv("PGSERVICE") == "" {
+		if os.Getenv("FENCING_GO_REQUIRE_SERVER") != "" { // clients/run: never a silent skip
+			t.Fatal("FENCING_GO_REQUIRE_SERVER is set but no PostgreSQL is: set PGHOST, PGPORT, PGUSER, PGDATABASE")
+		}
 		t.Skip("no PostgreSQL: set PGHOST, PGPORT, PGUSER, PGDATABASE (test/dev does)")
 	}
 	ctx := context.Background()

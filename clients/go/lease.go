@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 )
@@ -33,52 +32,42 @@ type Lease struct {
 	timer    *time.Timer // fires at the deadline
 
 	releaseOnce sync.Once
+	releasedOK  bool
 	releaseErr  error
 }
 
-// AcquireOption tunes Acquire, NewSession (WithLogger) and Session.Acquire
-// (WithWait).
-type AcquireOption func(*acquireOptions)
-
-type acquireOptions struct {
-	wait   time.Duration
-	logger *slog.Logger
-}
-
-// WithWait waits up to d for the lease (first come, first served) instead
-// of failing at once with ErrLeaseTimeout when another holder has it.
-func WithWait(d time.Duration) AcquireOption {
-	return func(o *acquireOptions) { o.wait = d }
-}
-
-// WithLogger logs failed renewals there (default: slog.Default()). A
-// renewal that fails is retried, reconnecting, until the deadline.
-func WithLogger(l *slog.Logger) AcquireOption {
-	return func(o *acquireOptions) { o.logger = l }
-}
-
-func collect(opts []AcquireOption) acquireOptions {
-	o := acquireOptions{logger: slog.Default()}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o
-}
-
-// Acquire asks for the lease on resource for holder with the given ttl,
-// over a new connection made from connString (pgx syntax; "" reads the
-// libpq environment: PGHOST, PGPORT, ...) whose application_name is
-// "fencing keepalive <holder>". That connection then renews the lease at a
-// third of the ttl until Release. The error is ErrLeaseTimeout if another
-// holder has the lease (after waiting, with WithWait), ErrLeaseAlreadyHeld
-// if holder has it already. ctx bounds this call only, not the lease.
-func Acquire(ctx context.Context, connString, resource, holder string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
-	o := collect(opts)
-	k, err := newKeeper(connString, holder, ttl, false, o.logger)
+// Acquire asks for the lease on resource with the given ttl, over a new
+// connection made from connString (pgx syntax; "" reads the libpq
+// environment: PGHOST, PGPORT, ...) whose application_name is "fencing
+// keepalive <holder>". That connection then renews the lease at a third of
+// the ttl until Release. The holder is DefaultHolder() unless WithHolder
+// names one (lease.Holder() tells). Without WithWait the call waits until
+// granted, first come first served, as long as ctx lasts: ctx's deadline
+// ends it with ErrLeaseTimeout, its cancellation with ctx's cause, and
+// either cancels the server's call, so nothing stays queued. WithWait(d)
+// bounds the wait (ErrLeaseTimeout), WithWait(0) is a try (ErrLeaseBusy).
+// ErrLeaseAlreadyHeld: the holder has the lease already;
+// ErrUnsupportedServer: the database's fencing is older than 0.4.0. ctx
+// bounds this call only, not the lease.
+func Acquire(ctx context.Context, connString, resource string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
+	o, err := collect(opts)
 	if err != nil {
 		return nil, err
 	}
-	l, err := k.acquire(ctx, resource, o.wait, nil)
+	return acquireWith(ctx, connString, resource, ttl, o, nil)
+}
+
+// acquireWith makes the keeper of one lease (a lease, or an election's
+// term: tune sets its grant and release functions) and acquires.
+func acquireWith(ctx context.Context, connString, resource string, ttl time.Duration, o acquireOptions, tune func(*keeper)) (*Lease, error) {
+	k, err := newKeeper(connString, o.holder, ttl, false, o.logger)
+	if err != nil {
+		return nil, err
+	}
+	if tune != nil {
+		tune(k)
+	}
+	l, err := k.acquire(ctx, resource, ttl, o.wait, nil)
 	if err != nil {
 		k.closeConn()
 		return nil, err
@@ -87,8 +76,8 @@ func Acquire(ctx context.Context, connString, resource, holder string, ttl time.
 	return l, nil
 }
 
-func newLease(k *keeper, s *Session, resource string, token int64, deadline time.Time) *Lease {
-	l := &Lease{resource: resource, holder: k.holder, token: token, ttl: k.ttl,
+func newLease(k *keeper, s *Session, resource string, token int64, ttl time.Duration, deadline time.Time) *Lease {
+	l := &Lease{resource: resource, holder: k.holder, token: token, ttl: ttl,
 		keeper: k, session: s, deadline: deadline}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	l.mu.Lock() // the timer may fire at once: expire() waits for l.timer
@@ -145,7 +134,7 @@ func (l *Lease) Check() error {
 
 func (l *Lease) checkLocked() {
 	if l.ended == nil && !time.Now().Before(l.deadline) {
-		l.endLocked(lostError(l.resource, l.token, "the deadline passed"), false)
+		l.loseLocked("the deadline passed")
 	}
 }
 
@@ -159,9 +148,7 @@ func (l *Lease) expire() {
 	l.checkLocked()
 	if l.ended == nil {
 		l.timer.Reset(time.Until(l.deadline))
-		return
 	}
-	l.keeper.logger.Warn("fencing: lease lost: the deadline passed", "resource", l.resource, "holder", l.holder, "token", l.token)
 }
 
 // extend moves the deadline after the server acknowledged a renewal that
@@ -174,7 +161,7 @@ func (l *Lease) extend(start time.Time) {
 		return
 	}
 	if !start.Before(l.deadline) {
-		l.endLocked(lostError(l.resource, l.token, "the deadline passed"), false)
+		l.loseLocked("the deadline passed")
 		return
 	}
 	if d := start.Add(l.ttl); d.After(l.deadline) {
@@ -189,7 +176,7 @@ func (l *Lease) lose(why string, refused bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended == nil {
-		l.endLocked(lostError(l.resource, l.token, why), false)
+		l.loseLocked(why)
 		l.refused = refused
 	}
 }
@@ -201,46 +188,51 @@ func (l *Lease) endLocked(err error, released bool) {
 	l.cancel(err)
 }
 
+// loseLocked ends the lease as lost and logs it at warning level, in the
+// words every client uses.
+func (l *Lease) loseLocked(why string) {
+	l.endLocked(lostError(l.resource, l.token, why), false)
+	l.keeper.logger.Warn(fmt.Sprintf("fencing: lease on %s lost (holder %s, token %d): %s", l.resource, l.holder, l.token, why))
+}
+
 // live reports whether the lease is neither lost nor released.
 func (l *Lease) live() bool { return l.Check() == nil }
 
 // Release gives the lease back (fencing.release()) and closes its
 // connection; use it as `defer lease.Release()`, which also runs when the
-// function returns an error or panics. It returns nil if the server
-// released the lease, an error wrapping ErrLeaseLost if the lease had been
-// lost already, another error if the server could not be told (the lease
-// then expires at its ttl). Later calls return the first call's result.
-func (l *Lease) Release() error {
+// function returns an error or panics. It returns true if the server had
+// the lease and released it, false if the lease had been lost already (not
+// an error), and an error if the server could not be told (the lease then
+// expires at its ttl). Later calls return the first call's result.
+func (l *Lease) Release() (bool, error) {
 	l.releaseOnce.Do(func() {
 		if l.session != nil {
-			l.releaseErr = l.session.release(l)
+			l.releasedOK, l.releaseErr = l.keeper.release(l)
 			return
 		}
 		l.keeper.stop()
-		l.releaseErr = l.keeper.release([]*Lease{l})
+		l.releasedOK, l.releaseErr = l.keeper.release(l)
 		l.keeper.closeConn()
 	})
-	return l.releaseErr
+	return l.releasedOK, l.releaseErr
 }
 
-// markReleased ends the lease after fencing.release() answered ok.
-func (l *Lease) markReleased(ok bool) error {
+// markReleased ends the lease after the release function answered ok;
+// true if it was released.
+func (l *Lease) markReleased(ok bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended == nil {
 		if !ok {
-			l.endLocked(lostError(l.resource, l.token, "lost before the release"), false)
-			return l.ended
+			l.loseLocked("lost before the release")
+			return false
 		}
 		l.endLocked(fmt.Errorf("%w: %s (token %d): released", ErrLeaseLost, l.resource, l.token), true)
-		return nil
+		return true
 	}
-	if ok {
-		// Lost here by the deadline, but the server's clock had not
-		// expired it yet: released, and free for the next holder now.
-		return nil
-	}
-	return l.ended
+	// Lost here by the deadline, but if the server's clock had not expired
+	// it yet (ok): released, and free for the next holder now.
+	return ok
 }
 
 // abandon ends the lease without telling the server (it expires at its ttl).

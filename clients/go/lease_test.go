@@ -13,7 +13,7 @@ func TestLeaseGrantBusyOwnRelease(t *testing.T) {
 	r, a, b := unique(t, "r"), unique(t, "a"), unique(t, "b")
 
 	before := time.Now()
-	lease, err := Acquire(ctx, "", r, a, 10*time.Second)
+	lease, err := Acquire(ctx, "", r, 10*time.Second, WithHolder(a))
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -29,10 +29,11 @@ func TestLeaseGrantBusyOwnRelease(t *testing.T) {
 		t.Errorf("%d keepalive connections named for %s, want 1", n, a)
 	}
 
-	if _, err := Acquire(ctx, "", r, b, 10*time.Second); !errors.Is(err, ErrLeaseTimeout) {
-		t.Errorf("another holder: %v, want ErrLeaseTimeout", err)
+	asked := time.Now()
+	if _, err := Acquire(ctx, "", r, 10*time.Second, WithHolder(b), WithWait(0)); !errors.Is(err, ErrLeaseBusy) || errors.Is(err, ErrLeaseTimeout) || time.Since(asked) > 2*time.Second {
+		t.Errorf("another holder's try: %v after %v, want ErrLeaseBusy (not ErrLeaseTimeout) at once", err, time.Since(asked))
 	}
-	if _, err := Acquire(ctx, "", r, a, 10*time.Second); !errors.Is(err, ErrLeaseAlreadyHeld) {
+	if _, err := Acquire(ctx, "", r, 10*time.Second, WithHolder(a)); !errors.Is(err, ErrLeaseAlreadyHeld) {
 		t.Errorf("the same holder again: %v, want ErrLeaseAlreadyHeld", err)
 	}
 	var notice bool // this server names the holder's own lease in a NOTICE (01T01)
@@ -40,19 +41,19 @@ func TestLeaseGrantBusyOwnRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	var held *LeaseAlreadyHeldError
-	if _, err := Acquire(ctx, "", r, a, 10*time.Second); !errors.As(err, &held) || held.Token != lease.Token() || held.Resource != r || held.Holder != a {
+	if _, err := Acquire(ctx, "", r, 10*time.Second, WithHolder(a)); !errors.As(err, &held) || held.Token != lease.Token() || held.Resource != r || held.Holder != a {
 		t.Errorf("the holder again: %v, want a *LeaseAlreadyHeldError naming token %d (notice %v)", err, lease.Token(), notice)
 	}
-	asked := time.Now()
-	if _, err := Acquire(ctx, "", r, a, 10*time.Second, WithWait(5*time.Second)); !errors.Is(err, ErrLeaseAlreadyHeld) || time.Since(asked) > 2*time.Second {
+	asked = time.Now()
+	if _, err := Acquire(ctx, "", r, 10*time.Second, WithHolder(a), WithWait(5*time.Second)); !errors.Is(err, ErrLeaseAlreadyHeld) || time.Since(asked) > 2*time.Second {
 		t.Errorf("the same holder again, waiting: %v after %v, want ErrLeaseAlreadyHeld at once", err, time.Since(asked))
 	}
 	if err := lease.Check(); err != nil {
 		t.Errorf("check: %v", err)
 	}
 
-	if err := lease.Release(); err != nil {
-		t.Fatalf("release: %v", err)
+	if ok, err := lease.Release(); !ok || err != nil {
+		t.Fatalf("release: %v %v, want true", ok, err)
 	}
 	if _, _, ok := live(t, conn, r); ok {
 		t.Error("still live after release")
@@ -60,8 +61,8 @@ func TestLeaseGrantBusyOwnRelease(t *testing.T) {
 	if lease.Context().Err() == nil || lease.Lost() || lease.Check() == nil {
 		t.Errorf("after release: ctx %v, lost %v, check %v", lease.Context().Err(), lease.Lost(), lease.Check())
 	}
-	if err := lease.Release(); err != nil {
-		t.Errorf("second release: %v", err)
+	if ok, err := lease.Release(); !ok || err != nil {
+		t.Errorf("second release: %v %v, want the first's true", ok, err)
 	}
 	if !eventually(2*time.Second, func() bool { return keepalives(t, conn, a) == 0 }) {
 		t.Errorf("%d keepalive connections after release", keepalives(t, conn, a))
@@ -72,7 +73,7 @@ func TestLeaseKeptAliveForFiveTTLs(t *testing.T) {
 	conn := connect(t)
 	r, a := unique(t, "r"), unique(t, "a")
 	ttl := 600 * time.Millisecond
-	lease, err := Acquire(context.Background(), "", r, a, ttl)
+	lease, err := Acquire(context.Background(), "", r, ttl, WithHolder(a))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestLeaseKeptAliveForFiveTTLs(t *testing.T) {
 func TestLeaseRenewalRefusedCancelsContext(t *testing.T) {
 	conn := connect(t)
 	r, a := unique(t, "r"), unique(t, "a")
-	lease, err := Acquire(context.Background(), "", r, a, 900*time.Millisecond)
+	lease, err := Acquire(context.Background(), "", r, 900*time.Millisecond, WithHolder(a))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +116,8 @@ func TestLeaseRenewalRefusedCancelsContext(t *testing.T) {
 	if !eventually(2*time.Second, func() bool { return keepalives(t, conn, a) == 0 }) {
 		t.Error("the keepalive connection of a lost lease stays open")
 	}
-	if err := lease.Release(); !errors.Is(err, ErrLeaseLost) {
-		t.Errorf("release of a lost lease: %v, want ErrLeaseLost", err)
+	if ok, err := lease.Release(); ok || err != nil {
+		t.Errorf("release of a lost lease: %v %v, want false and no error", ok, err)
 	}
 }
 
@@ -124,7 +125,7 @@ func TestLeaseKeepaliveReconnects(t *testing.T) {
 	conn := connect(t)
 	r, a := unique(t, "r"), unique(t, "a")
 	ttl := 900 * time.Millisecond
-	lease, err := Acquire(context.Background(), "", r, a, ttl)
+	lease, err := Acquire(context.Background(), "", r, ttl, WithHolder(a))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestLeaseLostAtTheDeadlineWithoutRenewals(t *testing.T) {
 	connect(t)
 	r, a := unique(t, "r"), unique(t, "a")
 	ttl := 500 * time.Millisecond
-	lease, err := Acquire(context.Background(), "", r, a, ttl)
+	lease, err := Acquire(context.Background(), "", r, ttl, WithHolder(a))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func TestLeaseWaitsForTheHolder(t *testing.T) {
 	conn := connect(t)
 	ctx := context.Background()
 	r, a, b := unique(t, "r"), unique(t, "a"), unique(t, "b")
-	first, err := Acquire(ctx, "", r, a, 10*time.Second)
+	first, err := Acquire(ctx, "", r, 10*time.Second, WithHolder(a))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestLeaseWaitsForTheHolder(t *testing.T) {
 		first.Release()
 	}()
 	start := time.Now()
-	second, err := Acquire(ctx, "", r, b, 10*time.Second, WithWait(5*time.Second))
+	second, err := Acquire(ctx, "", r, 10*time.Second, WithHolder(b), WithWait(5*time.Second))
 	if err != nil {
 		t.Fatalf("waiting acquire: %v", err)
 	}
@@ -192,7 +193,7 @@ func TestLeaseWaitsForTheHolder(t *testing.T) {
 		t.Errorf("holder %q", holder)
 	}
 
-	if _, err := Acquire(ctx, "", r, a, 10*time.Second, WithWait(300*time.Millisecond)); !errors.Is(err, ErrLeaseTimeout) {
+	if _, err := Acquire(ctx, "", r, 10*time.Second, WithHolder(a), WithWait(300*time.Millisecond)); !errors.Is(err, ErrLeaseTimeout) {
 		t.Errorf("wait passed: %v, want ErrLeaseTimeout", err)
 	}
 }
@@ -203,7 +204,7 @@ func TestLeaseReleasedOnPanic(t *testing.T) {
 	var token int64
 	func() {
 		defer func() { _ = recover() }()
-		lease, err := Acquire(context.Background(), "", r, a, 10*time.Second)
+		lease, err := Acquire(context.Background(), "", r, 10*time.Second, WithHolder(a))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +227,7 @@ func TestLeaseAfterALongWaitStartsWithAFullTTL(t *testing.T) {
 	ctx := context.Background()
 	r, a, b := unique(t, "r"), unique(t, "a"), unique(t, "b")
 	ttl := 600 * time.Millisecond
-	first, err := Acquire(ctx, "", r, a, 10*time.Second)
+	first, err := Acquire(ctx, "", r, 10*time.Second, WithHolder(a))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestLeaseAfterALongWaitStartsWithAFullTTL(t *testing.T) {
 		time.Sleep(ttl)
 		first.Release()
 	}()
-	second, err := Acquire(ctx, "", r, b, ttl, WithWait(5*time.Second))
+	second, err := Acquire(ctx, "", r, ttl, WithHolder(b), WithWait(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

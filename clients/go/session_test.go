@@ -3,6 +3,7 @@ package fencing
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -12,21 +13,24 @@ func TestSessionRenewsAllOnOneConnection(t *testing.T) {
 	ctx := context.Background()
 	holder := unique(t, "h")
 	ttl := 700 * time.Millisecond
-	s, err := NewSession(ctx, "", holder, ttl)
+	s, err := NewSession(ctx, "", WithHolder(holder))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	resources := []string{unique(t, "r"), unique(t, "r"), unique(t, "r")}
+	// One ttl per lease: the session renews at a third of the shortest
+	// (700 ms), so every lease outlives five of it.
+	ttls := []time.Duration{3 * time.Second, ttl, 5 * time.Second}
 	var leases []*Lease
-	for _, r := range resources {
-		l, err := s.Acquire(ctx, r)
+	for i, r := range resources {
+		l, err := s.Acquire(ctx, r, ttls[i])
 		if err != nil {
 			t.Fatalf("acquire %s: %v", r, err)
 		}
 		leases = append(leases, l)
 	}
-	if _, err := s.Acquire(ctx, resources[0]); !errors.Is(err, ErrLeaseAlreadyHeld) {
+	if _, err := s.Acquire(ctx, resources[0], ttl); !errors.Is(err, ErrLeaseAlreadyHeld) {
 		t.Errorf("again: %v, want ErrLeaseAlreadyHeld", err)
 	}
 	time.Sleep(5 * ttl)
@@ -41,16 +45,27 @@ func TestSessionRenewsAllOnOneConnection(t *testing.T) {
 	if n := keepalives(t, conn, holder); n != 1 {
 		t.Errorf("%d keepalive connections, want 1", n)
 	}
-	var renewAll bool
-	if err := conn.QueryRow(ctx, "SELECT to_regproc('fencing.renew_all') IS NOT NULL").Scan(&renewAll); err != nil {
-		t.Fatal(err)
+	var last string
+	if err := conn.QueryRow(ctx, "SELECT query FROM pg_stat_activity WHERE application_name = $1", "fencing keepalive "+holder).Scan(&last); err != nil || !strings.Contains(last, "renew_all") {
+		t.Errorf("the keepalive's last statement %q (%v), want renew_all", last, err)
 	}
-	if renewAll && s.keeper.single {
-		t.Error("the session renews lease by lease although the server has renew_all()")
+	for i, l := range leases {
+		if l.TTL() != ttls[i] {
+			t.Errorf("lease %d: ttl %v, want %v", i, l.TTL(), ttls[i])
+		}
+	}
+	// Each lease is renewed with its own ttl: the 5 s one has more than
+	// 4 s left (renewed within the last third of 700 ms), the 700 ms one
+	// at most 700 ms.
+	for i, within := range [][2]float64{{2, 3}, {0, 0.7}, {4, 5}} {
+		var left float64
+		if err := conn.QueryRow(ctx, "SELECT extract(epoch FROM expires_at - clock_timestamp())::float8 FROM fencing.leases WHERE resource = $1", resources[i]).Scan(&left); err != nil || left < within[0] || left > within[1] {
+			t.Errorf("lease %d: %.3f s left on the server (%v), want %v to %v", i, left, err, within[0], within[1])
+		}
 	}
 
-	if err := leases[0].Release(); err != nil {
-		t.Errorf("release one: %v", err)
+	if ok, err := leases[0].Release(); !ok || err != nil {
+		t.Errorf("release one: %v %v, want true", ok, err)
 	}
 	if len(s.Leases()) != 2 {
 		t.Errorf("%d leases left, want 2", len(s.Leases()))
@@ -75,16 +90,16 @@ func TestSessionLosesOnlyTheRefusedLease(t *testing.T) {
 	conn := connect(t)
 	ctx := context.Background()
 	holder := unique(t, "h")
-	s, err := NewSession(ctx, "", holder, 900*time.Millisecond)
+	s, err := NewSession(ctx, "", WithHolder(holder))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	a, err := s.Acquire(ctx, unique(t, "r"))
+	a, err := s.Acquire(ctx, unique(t, "r"), 900*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Acquire(ctx, unique(t, "r"))
+	b, err := s.Acquire(ctx, unique(t, "r"), 900*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,17 +121,17 @@ func TestSessionWaitKeepsOtherLeasesAlive(t *testing.T) {
 	ctx := context.Background()
 	holder, other := unique(t, "h"), unique(t, "o")
 	ttl := 600 * time.Millisecond
-	s, err := NewSession(ctx, "", holder, ttl)
+	s, err := NewSession(ctx, "", WithHolder(holder))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	first, err := s.Acquire(ctx, unique(t, "r"))
+	first, err := s.Acquire(ctx, unique(t, "r"), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	busy := unique(t, "r")
-	blocker, err := Acquire(ctx, "", busy, other, 10*time.Second)
+	blocker, err := Acquire(ctx, "", busy, 10*time.Second, WithHolder(other))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +139,7 @@ func TestSessionWaitKeepsOtherLeasesAlive(t *testing.T) {
 		time.Sleep(4 * ttl)
 		blocker.Release()
 	}()
-	second, err := s.Acquire(ctx, busy, WithWait(10*time.Second))
+	second, err := s.Acquire(ctx, busy, ttl, WithWait(10*time.Second))
 	if err != nil {
 		t.Fatalf("waiting acquire: %v", err)
 	}

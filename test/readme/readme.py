@@ -11,6 +11,9 @@ an example that breaks fails the suite.  test/readme/run calls it for each.
   directory (FENCING_README_NPM_OPTIONAL=1, set by test/matrix: skipped with
   a note if npm cannot reach its registry, instead of failing).
 - ```java blocks are compiled and run with Debian's PgJDBC and Spring JDBC.
+- ```go blocks are not run here (machines such as test/matrix's chroots have
+  no Go): clients/go/readme_test.go runs them, in `go test` under
+  clients/run, which fails rather than skips without a server.
 - ```sh and ```text blocks are commands and output shown to the reader (the
   quick start's commands are what CI runs); they are not run here.  A block
   that cannot run on its own (SQL for another setup, such as Citus; a

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +29,9 @@ type process struct {
 func start(t *testing.T) *process {
 	t.Helper()
 	if os.Getenv("PGHOST") == "" && os.Getenv("PGPORT") == "" && os.Getenv("PGDATABASE") == "" {
+		if os.Getenv("FENCING_GO_REQUIRE_SERVER") != "" { // clients/run: never a silent skip
+			t.Fatal("FENCING_GO_REQUIRE_SERVER is set but no PostgreSQL is: set PGHOST, PGPORT, PGUSER, PGDATABASE")
+		}
 		t.Skip("no PostgreSQL: set PGHOST, PGPORT, PGUSER, PGDATABASE (test/dev does)")
 	}
 	bin := filepath.Join(t.TempDir(), "worker")
@@ -174,7 +179,7 @@ func TestSessionRaiseInsideAndQuit(t *testing.T) {
 	if a["ok"] != true || len(a["tokens"].([]any)) != 2 {
 		t.Fatalf("session: %v", a)
 	}
-	if a := p.ask(`{"op":"lease","resource":"` + r1 + `","holder":"other","ttl":1,"wait":null}`); a["error"] != "LeaseTimeout" {
+	if a := p.ask(`{"op":"lease","resource":"` + r1 + `","holder":"other","ttl":1,"wait":null}`); a["error"] != "LeaseBusy" {
 		t.Errorf("busy: %v", a)
 	}
 	time.Sleep(3 * time.Second)
@@ -198,5 +203,90 @@ func TestSessionRaiseInsideAndQuit(t *testing.T) {
 	}
 	if a := p.ask(`{"op":"quit"}`); a["ok"] != true {
 		t.Errorf("quit: %v", a)
+	}
+}
+
+// The requests of issue 38, each once, and the bad ones.
+func TestIssue38Requests(t *testing.T) {
+	a, b := start(t), start(t)
+	db(t)
+	pid := os.Getpid()
+	r := fmt.Sprintf("new:%d", pid)
+	got := a.ask(`{"op":"lease","resource":"` + r + `","holder":null,"ttl":2,"wait":"forever"}`)
+	holder, _ := got["holder"].(string)
+	if got["ok"] != true || !regexp.MustCompile(`^.+:\d+:[0-9a-f]{8}$`).MatchString(holder) {
+		t.Fatalf("lease without a holder: %v", got)
+	}
+	if got := b.ask(`{"op":"lease","resource":"` + r + `","ttl":2,"wait":0}`); got["error"] != "LeaseBusy" {
+		t.Errorf("a try: %v", got)
+	}
+	if got := b.ask(`{"op":"lease","resource":"` + r + `","ttl":2,"wait":"soon"}`); got["ok"] != false || !strings.Contains(got["message"].(string), "bad wait") {
+		t.Errorf("a bad wait: %v", got)
+	}
+	// lease_async, then cancelled; then one that is granted.
+	if got := b.ask(`{"op":"lease_async","resource":"` + r + `","ttl":2,"wait":"forever"}`); got["ok"] != true {
+		t.Fatalf("lease_async: %v", got)
+	}
+	if got := b.ask(`{"op":"await_lease","resource":"` + r + `","timeout":0.3}`); got["message"] != "pending" {
+		t.Errorf("await_lease while A holds: %v", got)
+	}
+	if got := b.ask(`{"op":"cancel","resource":"` + r + `"}`); got["ok"] != true || got["cancelled"] != true {
+		t.Errorf("cancel: %v", got)
+	}
+	if got := b.ask(`{"op":"cancel","resource":"nothing"}`); got["ok"] != false {
+		t.Errorf("cancel of nothing: %v", got)
+	}
+	if got := a.ask(`{"op":"release","resource":"` + r + `"}`); got["released"] != true {
+		t.Fatalf("release: %v", got)
+	}
+	// do: the write inside, the lease released after.
+	got = b.ask(`{"op":"do","resource":"` + r + `","ttl":2,"sql":"UPDATE go_worker_orders SET status = 'do' WHERE id = 1","hold":0.2}`)
+	if got["ok"] != true || got["rows"] != 1.0 {
+		t.Errorf("do: %v", got)
+	}
+	// write_hold with a lease held.
+	if got := a.ask(`{"op":"lease","resource":"` + r + `","ttl":2,"wait":5}`); got["ok"] != true {
+		t.Fatalf("lease: %v", got)
+	}
+	if got := a.ask(`{"op":"write_hold","resource":"` + r + `","sql":"UPDATE go_worker_orders SET status = 'hold' WHERE id = 1","hold":0.1}`); got["ok"] != true || got["rows"] != 1.0 {
+		t.Errorf("write_hold: %v", got)
+	}
+	// An election: A leads, B waits, A resigns, B leads.
+	e := fmt.Sprintf("e:%d", pid)
+	if got := a.ask(`{"op":"campaign","election":"` + e + `","candidate":null,"ttl":2,"recampaign":false}`); got["ok"] != true || got["candidate"] == nil {
+		t.Fatalf("campaign: %v", got)
+	}
+	if got := a.ask(`{"op":"await_leader","election":"` + e + `","timeout":5}`); got["leader"] != true {
+		t.Fatalf("await_leader: %v", got)
+	}
+	if got := b.ask(`{"op":"campaign","election":"` + e + `","candidate":"b-` + e + `","ttl":2,"recampaign":false}`); got["candidate"] != "b-"+e {
+		t.Fatalf("B's campaign: %v", got)
+	}
+	if got := b.ask(`{"op":"election_status","election":"` + e + `"}`); got["leader"] != false || got["token"] != nil {
+		t.Errorf("B's status while A leads: %v", got)
+	}
+	if got := b.ask(`{"op":"write","election":"` + e + `","sql":"UPDATE go_worker_orders SET status = 'b' WHERE id = 1"}`); got["error"] != "LeaseLost" {
+		t.Errorf("B's write: %v", got)
+	}
+	if got := b.ask(`{"op":"current_leader","election":"` + e + `"}`); got["holder"] == nil || got["holder"] == "b-"+e {
+		t.Errorf("current_leader: %v", got)
+	}
+	if got := a.ask(`{"op":"resign","election":"` + e + `"}`); got["resigned"] != true {
+		t.Errorf("resign: %v", got)
+	}
+	if got := b.ask(`{"op":"await_leader","election":"` + e + `","timeout":5}`); got["leader"] != true {
+		t.Errorf("B after the resign: %v", got)
+	}
+	if got := b.ask(`{"op":"write","election":"` + e + `","sql":"UPDATE go_worker_orders SET status = 'b' WHERE id = 1"}`); got["rows"] != 1.0 {
+		t.Errorf("B's write as the leader: %v", got)
+	}
+	if got := a.ask(`{"op":"events","election":"` + e + `"}`); len(got["events"].([]any)) < 2 {
+		t.Errorf("A's events: %v", got)
+	}
+	if got := a.ask(`{"op":"election_status","election":"nowhere"}`); got["ok"] != false {
+		t.Errorf("an unknown election: %v", got)
+	}
+	if got := a.ask(`{"op":"frobnicate"}`); got["ok"] != false || got["message"] != "unknown op frobnicate" {
+		t.Errorf("an unknown op: %v", got)
 	}
 }

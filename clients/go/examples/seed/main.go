@@ -18,6 +18,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	// setup: the table, protected, and its row (written with a plain token)
 	for _, q := range []string{
 		"CREATE TABLE orders (id int PRIMARY KEY, status text, last_fencing_token bigint NOT NULL DEFAULT 0)",
 		"SELECT fencing.protect('orders')",
@@ -26,30 +27,25 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	write := func(fence fencing.Fence, sql string) error {
-		return fencing.Fenced(ctx, conn, fence, func(tx pgx.Tx) error { // SET LOCAL fencing.token; COMMIT
-			_, err := tx.Exec(ctx, sql)
-			return err
-		})
-	}
-	if err := write(fencing.Token(1), "INSERT INTO orders VALUES (101, 'new')"); err != nil { // a plain token
+	if _, err := fencing.Exec(ctx, conn, fencing.Token(1), "INSERT INTO orders VALUES (101, 'new')"); err != nil {
 		log.Fatal(err)
 	}
+	// end of setup
 
-	lease, err := fencing.Acquire(ctx, "", "order:101", "worker-A", 10*time.Second, fencing.WithWait(30*time.Second))
-	if err != nil {
-		log.Fatal(err) // fencing.ErrLeaseTimeout: not granted within 30 s
-	}
-	defer lease.Release()
-	if err := write(lease, "UPDATE orders SET status = 'paid' WHERE id = 101"); err != nil {
-		log.Print(err) // *fencing.StaleTokenError, fencing.ErrLeaseLost, ...
-		return         // (log.Fatal would skip the deferred Release)
-	}
-	fmt.Println("paid with token", lease.Token())
-
-	err = write(fencing.Token(lease.Token()-1), "UPDATE orders SET status = 'late' WHERE id = 101") // an older holder's token
-	var stale *fencing.StaleTokenError
-	if errors.As(err, &stale) {
-		fmt.Println("refused:", stale.Table, stale.Key, stale.Presented, "<", stale.Stored)
+	// The lease on order:101: waits until granted, released when the function returns.
+	if err := fencing.Do(ctx, "", "order:101", 10*time.Second, func(ctx context.Context, lease *fencing.Lease) error {
+		if _, err := fencing.Exec(ctx, conn, lease, "UPDATE orders SET status = 'paid' WHERE id = 101"); err != nil {
+			return err // *fencing.StaleTokenError, fencing.ErrLeaseLost (ctx is cancelled at a loss)
+		}
+		fmt.Println("paid with token", lease.Token())
+		// An older holder's token: refused by the storage.
+		_, err := fencing.Exec(ctx, conn, fencing.Token(lease.Token()-1), "UPDATE orders SET status = 'late' WHERE id = 101")
+		var stale *fencing.StaleTokenError
+		if errors.As(err, &stale) {
+			fmt.Println("refused:", stale.Table, stale.Key, stale.Presented, "<", stale.Stored)
+		}
+		return nil
+	}); err != nil {
+		log.Fatal(err)
 	}
 }
