@@ -33,7 +33,10 @@ test('one leader among three; fencing.leader() and leader() agree; its token fen
   );
   try {
     const first = await candidates[0]!.campaign();
-    const others = candidates.slice(1).map((c) => c.campaign());
+    // c2 waits in line first, then c3 (each campaign's connection is its own: the order is the server's).
+    const others = [candidates[1]!.campaign()];
+    await sleep(300);
+    others.push(candidates[2]!.campaign());
     await sleep(300);
     assert.deepEqual(candidates.map((c) => c.isLeader), [true, false, false]);
     assert.deepEqual(started, [first.token]);
