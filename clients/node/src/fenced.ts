@@ -126,6 +126,14 @@ export async function fenced<T>(
   if (status && status !== 'I')
     throw new FencingError("fenced() runs its own transaction: commit or roll back the client's open transaction first");
 
+  // The server may end the session at the lease's deadline (the bound below)
+  // while the caller's function awaits something else: node-postgres then
+  // emits 'error', which would crash a process that does not listen.  The
+  // transaction's next query fails anyway, and that failure is thrown.
+  const emitter = lease ? (client as { on?: unknown; off?: unknown }) : null;
+  const ignore = (): void => {};
+  const listening = typeof emitter?.on === 'function' && typeof emitter.off === 'function';
+  if (listening) (emitter as NodeJS.EventEmitter).on('error', ignore);
   let began = false;
   try {
     // Counted before BEGIN: the transaction (and transaction_timeout) starts after it.
@@ -153,5 +161,7 @@ export async function fenced<T>(
       if (options.onStale) await options.onStale(mapped);
     }
     throw mapped;
+  } finally {
+    if (listening) (emitter as NodeJS.EventEmitter).off('error', ignore);
   }
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createServer, connect as netConnect, type AddressInfo, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Client } from 'pg';
 import {
@@ -132,4 +133,43 @@ test('versions compare number by number', () => {
   assert.ok(atLeast('1.0', [0, 4, 0]));
   assert.ok(!atLeast('0.3.9', [0, 4, 0]));
   assert.ok(!atLeast('0.3.0', [0, 4, 0]));
+});
+
+/** A TCP proxy to the test's server (PGHOST, PGPORT), closed by `cut()`: the network gone. */
+async function proxy(): Promise<{ port: number; cut: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const host = process.env.PGHOST ?? '/var/run/postgresql';
+  const port = Number(process.env.PGPORT ?? 5432);
+  const server = createServer((inbound) => {
+    const outbound = host.startsWith('/') ? netConnect(`${host}/.s.PGSQL.${port}`) : netConnect(port, host);
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on('error', () => {});
+      s.on('close', () => sockets.delete(s));
+    }
+    inbound.pipe(outbound).pipe(inbound);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    cut: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+test('release(): a network error is thrown (not false); the lease then ends at its TTL', async () => {
+  const resource = unique('order');
+  const { port, cut } = await proxy();
+  const lease = await Lease.acquire({ host: '127.0.0.1', port }, resource, { ttlMs: 1500, logger: { warn: () => {} } });
+  await cut();
+  await assert.rejects(lease.release(), (err: unknown) => {
+    assert.ok(err instanceof Error && !(err instanceof RefusedWriteError), String(err));
+    assert.match((err as Error).message, /ECONNREFUSED|connect|terminated/i);
+    return true;
+  });
+  const { rows } = await db.query('SELECT count(*)::int AS n FROM fencing.leases WHERE resource = $1 AND live', [resource]);
+  assert.equal(rows[0].n, 1, 'still held on the server, until its TTL');
 });
