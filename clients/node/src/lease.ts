@@ -263,7 +263,7 @@ export async function acquireOwn(
  * Release it in `finally` (Node 20 has no `await using`):
  *
  * ```ts
- * const lease = await Lease.acquire(undefined, 'order:101', { holder: 'worker-a', ttlMs: 10_000 });
+ * const lease = await Lease.acquire(undefined, 'order:101', { ttlMs: 10_000, waitMs: Infinity });
  * try {
  *   await fenced(client, lease, (c) => c.query('UPDATE ...'));
  * } finally {
