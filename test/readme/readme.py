@@ -7,9 +7,11 @@ an example that breaks fails the suite.  test/readme/run calls it for each.
   SQLSTATE; every other statement must succeed.
 - ```python blocks run as scripts with /usr/bin/python3 (Debian's psycopg),
   with the Python client (clients/python/src) on PYTHONPATH.
-- ```javascript blocks run with node, with npm's pg installed in a scratch
-  directory (FENCING_README_NPM_OPTIONAL=1, set by test/matrix: skipped with
-  a note if npm cannot reach its registry, instead of failing).
+- ```javascript blocks run with node, with npm's pg and the Node client as
+  built from clients/node (npm ci there if its packages are missing, then
+  npm pack: @fencing/client) installed in a scratch directory
+  (FENCING_README_NPM_OPTIONAL=1, set by test/matrix: skipped with a note if
+  npm cannot reach its registry, instead of failing).
 - ```java blocks are compiled and run with Debian's PgJDBC and Spring JDBC.
 - ```go blocks are not run here (machines such as test/matrix's chroots have
   no Go): clients/go/readme_test.go runs them, in `go test` under
@@ -146,29 +148,56 @@ UNREACHABLE = re.compile(r"\b(ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMED
                          r"UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_HAS_EXPIRED)\b")
 
 
+NODE_CLIENT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "clients", "node")
+
+
+def node_client(scratch, npm_options=()):
+    """The Node client as built from clients/node: npm ci there when its
+    packages (typescript) are missing, then npm pack (which builds dist/)
+    into scratch.  Returns (tarball, None) or (None, npm's output)."""
+    steps = [["npm", "pack", "--loglevel=error", "--pack-destination", scratch]]
+    if not os.path.isdir(os.path.join(NODE_CLIENT, "node_modules", "typescript")):
+        steps.insert(0, ["npm", "ci", "--loglevel=error", "--no-audit", "--no-fund", *npm_options])
+    for step in steps:
+        done = subprocess.run(step, cwd=NODE_CLIENT, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            return None, done.stdout + done.stderr
+    tarballs = [f for f in os.listdir(scratch) if f.startswith("fencing-client-") and f.endswith(".tgz")]
+    return (os.path.join(scratch, tarballs[0]), None) if tarballs else (None, "npm pack made no tarball")
+
+
 def npm_optional(scratch):
     """With FENCING_README_NPM_OPTIONAL set (test/matrix, in a chroot): installs
-    pg with short timeouts.  Returns (skip, failures): the javascript blocks
-    are skipped, with a note, only if npm could not reach its registry; any
-    other npm failure fails the test as it does without the variable."""
+    pg and the Node client with short timeouts.  Returns (skip, failures):
+    the javascript blocks are skipped, with a note, only if npm could not
+    reach its registry; any other npm failure fails the test as it does
+    without the variable."""
+    timeouts = ("--fetch-timeout=30000", "--fetch-retries=1")
     try:
+        client, output = node_client(scratch, timeouts)
+        if client is None:
+            return unreachable_or_failed(output, "building the Node client (clients/node) failed")
         installed = subprocess.run(["npm", "install", "--loglevel=error", "--no-audit", "--no-fund",
-                                    "--fetch-timeout=30000", "--fetch-retries=1",
-                                    "--prefix", scratch, "pg@8"], capture_output=True, text=True,
-                                   timeout=180)
-    except subprocess.TimeoutExpired:
-        print("readme: javascript blocks skipped: npm install pg@8 did not finish in 180 s "
+                                    *timeouts, "--prefix", scratch, "pg@8", client],
+                                   capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired as e:
+        print(f"readme: javascript blocks skipped: {' '.join(e.cmd[:2])} did not finish in {e.timeout:g} s "
               "(npm registry unreachable)")
         return True, []
     if installed.returncode == 0:
         return False, []
-    output = installed.stdout + installed.stderr
+    return unreachable_or_failed(installed.stdout + installed.stderr, "npm install pg failed")
+
+
+def unreachable_or_failed(output, failure):
+    """(skip, failures) after npm failed: skip, with a note, if it could not reach its registry."""
     unreachable = UNREACHABLE.search(output)
     if unreachable:
         print(f"readme: javascript blocks skipped: npm cannot reach its registry ({unreachable.group(1)})")
         return True, []
     print(output)
-    return False, ["npm install pg failed"]
+    return False, [failure]
 
 
 def main():
@@ -192,11 +221,17 @@ def main():
                 skip_javascript, failure = npm_optional(scratch)
                 failures += failure
             else:
-                installed = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund",
-                                            "--prefix", scratch, "pg@8"], capture_output=True, text=True)
-                if installed.returncode != 0:
-                    print(installed.stdout + installed.stderr)
-                    failures.append("npm install pg failed")
+                client, output = node_client(scratch)
+                if client is None:
+                    print(output)
+                    failures.append("building the Node client (clients/node) failed")
+                else:
+                    installed = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund",
+                                                "--prefix", scratch, "pg@8", client],
+                                               capture_output=True, text=True)
+                    if installed.returncode != 0:
+                        print(installed.stdout + installed.stderr)
+                        failures.append("npm install pg failed")
         with psycopg.connect(dbname=database, autocommit=True) as conn:
             for number, match in enumerate(BLOCK.finditer(text), 1):
                 kind, code = match.group(1), match.group(2)

@@ -1,4 +1,6 @@
+import { connect as netConnect } from 'node:net';
 import { Client, type ClientConfig, type QueryResult } from 'pg';
+import { UnsupportedServerError } from './errors';
 
 /** How to reach the server: a node-postgres config, a connection string, or nothing (the PG* environment). */
 export type ConnectionOptions = ClientConfig | string | undefined;
@@ -38,22 +40,25 @@ export class KeepaliveConnection {
     const client = new Client({ ...this.config, connectionTimeoutMillis: Math.max(1, Math.ceil(timeoutMs)) });
     client.on('error', () => this.discard(client));
     client.on('end', () => this.discard(client));
-    this.connecting = client.connect().then(
-      () => {
-        this.connecting = null;
-        if (this.closed) {
-          void client.end().catch(() => {});
-          throw new Error('connection closed');
-        }
-        this.client = client;
-        return client;
-      },
-      (err: unknown) => {
-        this.connecting = null;
-        this.discard(client);
-        throw err;
-      },
-    );
+    this.connecting = client
+      .connect()
+      .then(() => checkServer(client))
+      .then(
+        () => {
+          this.connecting = null;
+          if (this.closed) {
+            void client.end().catch(() => {});
+            throw new Error('connection closed');
+          }
+          this.client = client;
+          return client;
+        },
+        (err: unknown) => {
+          this.connecting = null;
+          this.discard(client);
+          throw err;
+        },
+      );
     return this.connecting;
   }
 
@@ -73,11 +78,24 @@ export class KeepaliveConnection {
    * Runs one query, connecting first if needed; if no answer comes within
    * `timeoutMs` (connecting included), the connection is dropped and the
    * query fails.  Resolves with the result and the notices it raised.
+   *
+   * With a `signal`: aborted before the query is sent, nothing is sent and
+   * the signal's reason is thrown; aborted while it runs, the query is
+   * cancelled with the protocol's cancel request (what `pg_cancel_backend()`
+   * does, sent again every half second until the query ended: a request that
+   * reached the backend before the query did is ignored by the server), so
+   * the server ends it (57014) and nothing of it stays behind; the
+   * connection stays usable.
    */
-  query(text: string, values: unknown[], timeoutMs: number): Promise<{ result: QueryResult; notices: Notice[] }> {
+  query(
+    text: string,
+    values: unknown[],
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ result: QueryResult; notices: Notice[] }> {
     // One query at a time (node-postgres deprecates queueing on a busy client);
     // each one's timeout counts from its own start.
-    const run = this.tail.then(() => this.run(text, values, timeoutMs));
+    const run = this.tail.then(() => this.run(text, values, timeoutMs, signal));
     this.tail = run.then(
       () => undefined,
       () => undefined,
@@ -87,7 +105,12 @@ export class KeepaliveConnection {
 
   private tail: Promise<void> = Promise.resolve();
 
-  private async run(text: string, values: unknown[], timeoutMs: number): Promise<{ result: QueryResult; notices: Notice[] }> {
+  private async run(
+    text: string,
+    values: unknown[],
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ result: QueryResult; notices: Notice[] }> {
     if (this.closed) throw new Error('connection closed');
     const started = now();
     let timer: NodeJS.Timeout | undefined;
@@ -101,15 +124,27 @@ export class KeepaliveConnection {
     });
     const notices: Notice[] = [];
     const onNotice = (n: Notice) => notices.push(n);
+    let cancelling: NodeJS.Timeout | undefined;
+    const onAbort = () => {
+      const target = client!;
+      const send = () => void sendCancel(target).catch(() => {});
+      send();
+      cancelling = setInterval(send, 500);
+      cancelling.unref();
+    };
     try {
+      signal?.throwIfAborted();
       client = await Promise.race([this.connect(timeoutMs), timeout]);
+      signal?.throwIfAborted();
       client.on('notice', onNotice);
       const remaining = timeoutMs - (now() - started);
       if (remaining <= 0) {
         this.discard(client);
         throw new Error(`no answer from the server within ${Math.round(timeoutMs)} ms`);
       }
-      const result = await Promise.race([client.query(text, values), timeout]);
+      const pending = client.query(text, values); // sent now: a cancel from here on reaches it
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const result = await Promise.race([pending, timeout]);
       return { result, notices };
     } catch (err) {
       // A database error leaves the connection usable; anything else (a broken
@@ -119,6 +154,8 @@ export class KeepaliveConnection {
       throw err;
     } finally {
       clearTimeout(timer);
+      clearInterval(cancelling);
+      signal?.removeEventListener('abort', onAbort);
       client?.removeListener('notice', onNotice);
     }
   }
@@ -135,3 +172,43 @@ export class KeepaliveConnection {
 export function interval(param: number): string {
   return `($${param}::float8 * interval '1 millisecond')`;
 }
+
+/** The version this client needs of the fencing extension. */
+const REQUIRED = [0, 4, 0];
+
+/** @internal Throws `UnsupportedServerError` if the database's fencing extension is absent or older than 0.4.0. */
+export async function checkServer(client: Client): Promise<void> {
+  const { rows } = await client.query("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'fencing'");
+  const version = (rows[0]?.extversion as string | undefined) ?? null;
+  if (version === null || !atLeast(version, REQUIRED)) throw new UnsupportedServerError(version);
+}
+
+/** `version` (`0.4.0`, `1.2`, `0.5.0dev`) is at least `required`, compared number by number. */
+export function atLeast(version: string, required: number[]): boolean {
+  const parts = version.split('.').map((p) => parseInt(p, 10));
+  for (let i = 0; i < required.length; i++) {
+    const part = Number.isNaN(parts[i]) || parts[i] === undefined ? 0 : parts[i]!;
+    if (part !== required[i]) return part > required[i]!;
+  }
+  return true;
+}
+
+/** Sends the cancel request of the protocol for `client`'s query in flight (a new socket to the same server). */
+function sendCancel(client: Client): Promise<void> {
+  const c = client as unknown as { host: string; port: number; processID: number | null; secretKey: number | null };
+  if (c.processID === null || c.secretKey === null) return Promise.resolve();
+  const request = Buffer.alloc(16);
+  request.writeInt32BE(16, 0);
+  request.writeInt32BE(80877102, 4); // the cancel request code
+  request.writeInt32BE(c.processID, 8);
+  request.writeInt32BE(c.secretKey, 12);
+  return new Promise((resolve, reject) => {
+    const socket = c.host.startsWith('/') ? netConnect(`${c.host}/.s.PGSQL.${c.port}`) : netConnect(c.port, c.host);
+    socket.setTimeout(CANCEL_TIMEOUT_MS, () => socket.destroy(new Error('the cancel request got no answer')));
+    socket.on('connect', () => socket.end(request));
+    socket.on('error', reject);
+    socket.on('close', () => resolve());
+  });
+}
+
+const CANCEL_TIMEOUT_MS = 10_000;

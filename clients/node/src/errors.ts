@@ -32,8 +32,12 @@ export interface DatabaseErrorFields {
   constraint?: string;
 }
 
-/** What both refused-write errors carry (null where the server did not say). */
-abstract class RefusedWriteError extends FencingError {
+/**
+ * Base of the refused writes, `StaleTokenError` (23T01) and
+ * `MissingTokenError` (23T02): `err instanceof RefusedWriteError` catches
+ * both.  What both carry (null where the server did not say).
+ */
+export abstract class RefusedWriteError extends FencingError {
   /** The SQLSTATE: 23T01 or 23T02. */
   readonly code: string;
   /** Schema of the table written (the `schema` field of the error). */
@@ -101,22 +105,38 @@ export class LeaseLostError extends FencingError {
   constructor(
     readonly resource: string,
     readonly token: bigint | null,
-    reason: string,
+    /** Why: `its deadline passed`, `a renewal was refused`, ... */
+    readonly reason: string,
+    options?: { cause?: unknown },
   ) {
-    super(`lease on "${resource}"${token === null ? '' : ` (token ${token})`} lost: ${reason}`);
+    super(`lease on "${resource}"${token === null ? '' : ` (token ${token})`} lost: ${reason}`, options);
   }
 }
 
-/** The lease was not granted: the wait passed, or (without a wait) another holder has it. */
+/** A wait for the lease passed without a grant (`waitMs` > 0). */
 export class LeaseTimeoutError extends FencingError {
   constructor(
     readonly resource: string,
-    readonly waitMs: number | null,
+    readonly waitMs: number,
   ) {
+    super(`lease on "${resource}" not granted within ${waitMs} ms`);
+  }
+}
+
+/** A try (no `waitMs`, or 0) found the lease held by another holder: nothing waited. */
+export class LeaseBusyError extends FencingError {
+  constructor(readonly resource: string) {
+    super(`lease on "${resource}" is held by another holder`);
+  }
+}
+
+/** The server's fencing extension is absent or older than this client needs (0.4.0). */
+export class UnsupportedServerError extends FencingError {
+  constructor(readonly version: string | null) {
     super(
-      waitMs
-        ? `lease on "${resource}" not granted within ${waitMs} ms`
-        : `lease on "${resource}" is held by another holder`,
+      version === null
+        ? 'the fencing extension is not installed in this database: CREATE EXTENSION fencing (0.4.0 or later)'
+        : `the fencing extension is at version ${version}, this client needs 0.4.0 or later: ALTER EXTENSION fencing UPDATE`,
     );
   }
 }

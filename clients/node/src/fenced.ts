@@ -1,5 +1,6 @@
 import type { QueryResult, QueryResultRow } from 'pg';
-import { FencingError, StaleTokenError, mapError } from './errors';
+import { Election } from './election';
+import { FencingError, LeaseLostError, RefusedWriteError, StaleTokenError, mapError } from './errors';
 import { Lease } from './lease';
 
 /** What `fenced()` needs of a connection: a node-postgres `Client` or `PoolClient`. */
@@ -47,6 +48,14 @@ export function tokenText(token: Token): string {
   throw new RangeError(`a fencing token must be a positive integer, not ${String(token)}`);
 }
 
+/**
+ * The token and the bound of a lease's transaction: the server ends a session
+ * idle in it, or (17+) the whole transaction, at the lease's deadline.
+ */
+const BOUND =
+  "SELECT set_config('fencing.token', $1, true), set_config('idle_in_transaction_session_timeout', $2, true), " +
+  "CASE WHEN current_setting('server_version_num')::int >= 170000 THEN set_config('transaction_timeout', $2, true) END";
+
 function isPool(client: Queryable | PoolLike): client is PoolLike {
   return typeof (client as PoolLike).totalCount === 'number' && typeof (client as PoolLike).connect === 'function';
 }
@@ -56,7 +65,15 @@ function isPool(client: Queryable | PoolLike): client is PoolLike {
  * `BEGIN`, `SELECT set_config('fencing.token', $1, true)` (`SET LOCAL`), the
  * caller's statements, `COMMIT`.  With a `Lease`, its deadline is checked on
  * entry and again before `COMMIT`: past it, `LeaseLostError` is thrown and
- * nothing (more) is sent but the `ROLLBACK`.  With `null`, the transaction
+ * nothing (more) is sent but the `ROLLBACK`.  With a lease the transaction
+ * is also bounded by the lease's remaining time: `SET LOCAL
+ * idle_in_transaction_session_timeout` (and `transaction_timeout` on
+ * PostgreSQL 17 and later) to the milliseconds left (at least 1), so that a
+ * holder frozen inside it (between its UPDATE and its COMMIT) is ended by the
+ * server at its deadline and holds no row lock past it; an error of a lease
+ * lost meanwhile is thrown as its `LeaseLostError` (the error as its
+ * `cause`).  An `Election` stands for its leadership's lease (not the
+ * leader: `LeaseLostError`, nothing sent).  With `null`, the transaction
  * carries no token (a protected table then refuses with 23T02).
  *
  * Refusals are thrown as `StaleTokenError` (23T01; counted, and `onStale`
@@ -66,23 +83,24 @@ function isPool(client: Queryable | PoolLike): client is PoolLike {
  */
 export async function fenced<C extends Queryable, T>(
   client: PoolLike<C>,
-  leaseOrToken: Lease | Token | null,
+  leaseOrToken: Lease | Election | Token | null,
   fn: (client: C) => Promise<T>,
   options?: FencedOptions,
 ): Promise<T>;
 export async function fenced<C extends Queryable, T>(
   client: C,
-  leaseOrToken: Lease | Token | null,
+  leaseOrToken: Lease | Election | Token | null,
   fn: (client: C) => Promise<T>,
   options?: FencedOptions,
 ): Promise<T>;
 export async function fenced<T>(
   client: Queryable | PoolLike,
-  leaseOrToken: Lease | Token | null,
+  leaseOrToken: Lease | Election | Token | null,
   fn: (client: Queryable) => Promise<T>,
   options: FencedOptions = {},
 ): Promise<T> {
-  const lease = leaseOrToken instanceof Lease ? leaseOrToken : null;
+  const lease =
+    leaseOrToken instanceof Election ? leaseOrToken.leadership() : leaseOrToken instanceof Lease ? leaseOrToken : null;
   if (lease) lease.check(); // lost: throw before sending anything
   const token = lease ? lease.token.toString() : leaseOrToken === null ? null : tokenText(leaseOrToken as Token);
 
@@ -92,7 +110,10 @@ export async function fenced<T>(
     try {
       return await fenced(checkedOut, lease ?? token, fn, options);
     } catch (err) {
-      if (!(err instanceof FencingError) && !(err as { code?: string })?.code) broken = err as Error;
+      const cause = err instanceof LeaseLostError && err.cause ? err.cause : err;
+      const code = (cause as { code?: string })?.code;
+      // A connection that broke (or that the server ended) goes back to the pool as broken.
+      if ((!(cause instanceof FencingError) && !code) || /^(08|57P|25P03)/.test(code ?? '')) broken = cause as Error;
       throw err;
     } finally {
       checkedOut.release(broken);
@@ -105,11 +126,22 @@ export async function fenced<T>(
   if (status && status !== 'I')
     throw new FencingError("fenced() runs its own transaction: commit or roll back the client's open transaction first");
 
+  // The server may end the session at the lease's deadline (the bound below)
+  // while the caller's function awaits something else: node-postgres then
+  // emits 'error', which would crash a process that does not listen.  The
+  // transaction's next query fails anyway, and that failure is thrown.
+  const emitter = lease ? (client as { on?: unknown; off?: unknown }) : null;
+  const ignore = (): void => {};
+  const listening = typeof emitter?.on === 'function' && typeof emitter.off === 'function';
+  if (listening) (emitter as NodeJS.EventEmitter).on('error', ignore);
   let began = false;
   try {
+    // Counted before BEGIN: the transaction (and transaction_timeout) starts after it.
+    const bound = lease ? String(Math.max(1, Math.floor(lease.remainingMs))) : null;
     await client.query('BEGIN');
     began = true;
-    if (token !== null) await client.query("SELECT set_config('fencing.token', $1, true)", [token]);
+    if (bound !== null) await client.query(BOUND, [token, bound]);
+    else if (token !== null) await client.query("SELECT set_config('fencing.token', $1, true)", [token]);
     const result = await fn(client);
     if (lease) lease.check(); // the deadline passed meanwhile: do not commit
     const commit = await client.query('COMMIT');
@@ -120,10 +152,16 @@ export async function fenced<T>(
   } catch (err) {
     if (began) await client.query('ROLLBACK').catch(() => {});
     const mapped = mapError(err);
+    if (lease && lease.lost && !(mapped instanceof RefusedWriteError) && !(mapped instanceof LeaseLostError)) {
+      const lost = lease.signal.reason as LeaseLostError;
+      throw new LeaseLostError(lease.resource, lease.token, lost.reason, { cause: err });
+    }
     if (mapped instanceof StaleTokenError) {
       staleRefusals++;
       if (options.onStale) await options.onStale(mapped);
     }
     throw mapped;
+  } finally {
+    if (listening) (emitter as NodeJS.EventEmitter).off('error', ignore);
   }
 }

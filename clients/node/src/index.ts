@@ -3,8 +3,10 @@
  * Tokens are `bigint`; durations are milliseconds; deadlines are on the
  * monotonic clock of `performance.now()`.
  */
-export { Lease, withLease, SQLSTATE_LEASE_ALREADY_HELD, type LeaseOptions } from './lease';
+export { Lease, withLease, SQLSTATE_LEASE_ALREADY_HELD, WAIT_CHUNK_MS, RETRY_FLOOR_MS, type LeaseOptions } from './lease';
 export { Session, type SessionOptions } from './session';
+export { Election, ELECTION_CHANNEL, ELECTION_TTL_MS, type ElectionOptions, type Leader } from './election';
+export { defaultHolder, type Logger } from './identity';
 export {
   fenced,
   staleRefusalCount,
@@ -16,11 +18,14 @@ export {
 } from './fenced';
 export {
   FencingError,
+  RefusedWriteError,
   StaleTokenError,
   MissingTokenError,
   LeaseLostError,
   LeaseTimeoutError,
+  LeaseBusyError,
   LeaseAlreadyHeldError,
+  UnsupportedServerError,
   SQLSTATE_STALE_TOKEN,
   SQLSTATE_MISSING_TOKEN,
   mapError,

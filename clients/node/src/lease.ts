@@ -1,5 +1,6 @@
 import { KeepaliveConnection, interval, now, type ConnectionOptions, type Notice } from './connection';
-import { LeaseAlreadyHeldError, LeaseLostError, LeaseTimeoutError } from './errors';
+import { LeaseAlreadyHeldError, LeaseBusyError, LeaseLostError, LeaseTimeoutError } from './errors';
+import { holderOption, loggerOption, type Logger } from './identity';
 
 /**
  * SQLSTATE of the NOTICE `fencing.acquire()` raises when a holder asks again
@@ -10,17 +11,47 @@ export const SQLSTATE_LEASE_ALREADY_HELD = '01T01';
 /** How long a try-acquire, a release or a renewal without a deadline may take before the connection is dropped. */
 const CALL_TIMEOUT_MS = 30_000;
 
+/** The longest server-side wait of one call: a longer wait (or `Infinity`) is a series of them. */
+export const WAIT_CHUNK_MS = 3_600_000;
+
 export interface LeaseOptions {
-  /** Who holds the lease: a name unique to this worker (the `holder` of `fencing.leases`). */
-  holder: string;
+  /**
+   * Who holds the lease (the `holder` of `fencing.leases`).  Left out: a new
+   * `<host>:<pid>:<random>` (`lease.holder` tells it).  Choose one only when a
+   * restarted process must resume its own lease.
+   */
+  holder?: string | null;
   /** Time to live in milliseconds; the lease is renewed every third of it. */
   ttlMs: number;
   /**
    * How long to wait for the lease in milliseconds, served first come first
-   * served; `null`, `undefined` or 0 tries once (the lease is busy: `LeaseTimeoutError`).
+   * served; `Infinity` waits until granted (ended by `signal`); `null`,
+   * `undefined` or 0 tries once (the lease is busy: `LeaseBusyError`).
    */
   waitMs?: number | null;
+  /** Ends a wait: the server-side call is cancelled, nothing stays queued, and the signal's reason is thrown. */
+  signal?: AbortSignal;
+  /** Where the loss of the lease is logged (`warn`); `console` when left out. */
+  logger?: Logger;
 }
+
+/** @internal The options checked, the holder chosen. */
+export interface ResolvedOptions {
+  holder: string;
+  ttlMs: number;
+  waitMs: number | null;
+  signal: AbortSignal | undefined;
+  logger: Logger;
+}
+
+/** @internal The SQL functions a lease is granted and released with (an election's: campaign and resign). */
+export interface LeaseCalls {
+  acquire: string;
+  release: string;
+}
+
+/** @internal */
+export const LEASE_CALLS: LeaseCalls = { acquire: 'fencing.acquire', release: 'fencing.release' };
 
 /** @internal What keeps a lease alive and releases it: its own connection, or a session's. */
 export interface LeaseOwner {
@@ -29,13 +60,45 @@ export interface LeaseOwner {
   lost(lease: Lease): void;
 }
 
-function validate(resource: string, opts: LeaseOptions): void {
-  if (typeof resource !== 'string' || resource === '') throw new TypeError('resource must be a non-empty string');
-  if (typeof opts?.holder !== 'string' || opts.holder === '') throw new TypeError('holder must be a non-empty string');
-  if (!(typeof opts.ttlMs === 'number' && opts.ttlMs > 0 && Number.isFinite(opts.ttlMs)))
-    throw new RangeError('ttlMs must be a positive number of milliseconds');
-  if (opts.waitMs != null && !(typeof opts.waitMs === 'number' && opts.waitMs >= 0 && Number.isFinite(opts.waitMs)))
-    throw new RangeError('waitMs must be null or a number of milliseconds >= 0');
+/** @internal Throws (TypeError, RangeError) on a bad resource or option, before anything is sent. */
+export function checkResource(resource: unknown, what = 'resource'): string {
+  if (typeof resource !== 'string' || resource === '') throw new TypeError(`${what} must be a non-empty string`);
+  return resource;
+}
+
+/** @internal A positive, finite number of milliseconds (a TTL). */
+export function checkTtl(ttlMs: unknown): number {
+  if (typeof ttlMs !== 'number') throw new TypeError(`ttlMs must be a number of milliseconds, not ${typeof ttlMs}`);
+  if (!(ttlMs > 0 && Number.isFinite(ttlMs))) throw new RangeError(`ttlMs must be a positive finite number of milliseconds, not ${ttlMs}`);
+  return ttlMs;
+}
+
+/** @internal A wait: null/undefined (a try), or a number of milliseconds >= 0, `Infinity` included. */
+export function checkWait(waitMs: unknown): number | null {
+  if (waitMs === null || waitMs === undefined) return null;
+  if (typeof waitMs !== 'number') throw new TypeError(`waitMs must be a number of milliseconds (or Infinity), not ${typeof waitMs}`);
+  if (Number.isNaN(waitMs) || waitMs < 0) throw new RangeError(`waitMs must be >= 0 milliseconds or Infinity, not ${waitMs}`);
+  return waitMs;
+}
+
+/** @internal An AbortSignal, or absent. */
+export function checkSignal(signal: unknown): AbortSignal | undefined {
+  if (signal === undefined || signal === null) return undefined;
+  if (!(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+  return signal;
+}
+
+/** @internal Checks every option of a lease; throws before anything is sent. */
+export function resolveOptions(resource: unknown, opts: LeaseOptions): ResolvedOptions {
+  checkResource(resource);
+  if (opts === null || typeof opts !== 'object') throw new TypeError('the options must be an object with ttlMs');
+  return {
+    holder: holderOption(opts.holder),
+    ttlMs: checkTtl(opts.ttlMs),
+    waitMs: checkWait(opts.waitMs),
+    signal: checkSignal(opts.signal),
+    logger: loggerOption(opts.logger),
+  };
 }
 
 function tokenFromNotice(notice: Notice): bigint | null {
@@ -44,41 +107,53 @@ function tokenFromNotice(notice: Notice): bigint | null {
 }
 
 /**
- * @internal `fencing.acquire()` on `conn`.  Resolves with the token and the monotonic
- * time at which the call started; throws `LeaseAlreadyHeldError` or
- * `LeaseTimeoutError` when it is not granted.
+ * @internal `fencing.acquire()` (or `calls.acquire`) on `conn`: a try, or a
+ * series of server-side waits of at most an hour each until granted or
+ * `waitMs` passed.  Resolves with the token and the monotonic time at which
+ * the granting call started; throws `LeaseAlreadyHeldError`,
+ * `LeaseBusyError` (a try) or `LeaseTimeoutError` (a wait that passed).  An
+ * aborted `signal` cancels the call in flight and throws its reason; a grant
+ * that raced the abort is released first.
  */
 export async function acquireOn(
   conn: KeepaliveConnection,
   resource: string,
-  opts: LeaseOptions,
+  opts: ResolvedOptions,
+  calls: LeaseCalls = LEASE_CALLS,
 ): Promise<{ token: bigint; start: number }> {
-  const wait = opts.waitMs ? opts.waitMs : null;
-  const start = now();
-  const { result, notices } = wait
-    ? await conn.query(
-        `SELECT fencing.acquire($1, $2, ${interval(3)}, ${interval(4)})::text AS token`,
-        [resource, opts.holder, opts.ttlMs, wait],
+  const { signal } = opts;
+  signal?.throwIfAborted();
+  const waiting = opts.waitMs !== null && opts.waitMs > 0;
+  const until = waiting ? now() + opts.waitMs! : 0;
+  for (;;) {
+    const wait = waiting ? Math.min(WAIT_CHUNK_MS, Math.max(1, until - now())) : 0;
+    const start = now();
+    let answer;
+    try {
+      answer = await conn.query(
+        `SELECT ${calls.acquire}($1, $2, ${interval(3)}${waiting ? `, ${interval(4)}` : ''})::text AS token`,
+        waiting ? [resource, opts.holder, opts.ttlMs, wait] : [resource, opts.holder, opts.ttlMs],
         wait + CALL_TIMEOUT_MS,
-      )
-    : await conn.query(
-        `SELECT fencing.acquire($1, $2, ${interval(3)})::text AS token`,
-        [resource, opts.holder, opts.ttlMs],
-        CALL_TIMEOUT_MS,
+        signal,
       );
-  const token = result.rows[0]?.token as string | null;
-  if (token !== null && token !== undefined) return { token: BigInt(token), start };
-  const held = notices.find((n) => n.code === SQLSTATE_LEASE_ALREADY_HELD);
-  if (held) throw new LeaseAlreadyHeldError(resource, opts.holder, tokenFromNotice(held));
-  // A server without that NOTICE: is the live lease this holder's own?
-  const own = await conn.query(
-    'SELECT token::text AS token FROM fencing.leases WHERE resource = $1 AND holder = $2 AND live',
-    [resource, opts.holder],
-    CALL_TIMEOUT_MS,
-  );
-  if (own.result.rows.length > 0)
-    throw new LeaseAlreadyHeldError(resource, opts.holder, BigInt(own.result.rows[0].token as string));
-  throw new LeaseTimeoutError(resource, wait);
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason;
+      throw err;
+    }
+    const token = answer.result.rows[0]?.token as string | null;
+    if (token !== null && token !== undefined) {
+      if (signal?.aborted) {
+        // Granted as the abort came: give it back, the caller asked for nothing.
+        await releaseOn(conn, { resource, holder: opts.holder, token: BigInt(token) }, CALL_TIMEOUT_MS / 6, calls).catch(() => false);
+        throw signal.reason;
+      }
+      return { token: BigInt(token), start };
+    }
+    const held = answer.notices.find((n) => n.code === SQLSTATE_LEASE_ALREADY_HELD);
+    if (held) throw new LeaseAlreadyHeldError(resource, opts.holder, tokenFromNotice(held));
+    if (!waiting) throw new LeaseBusyError(resource);
+    if (now() >= until) throw new LeaseTimeoutError(resource, opts.waitMs!);
+  }
 }
 
 /** @internal `fencing.renew()` on `conn`: true if renewed, false if the lease was lost. */
@@ -112,7 +187,7 @@ async function renewToken(
 export async function confirmGrant(
   conn: KeepaliveConnection,
   resource: string,
-  opts: LeaseOptions,
+  opts: ResolvedOptions,
   granted: { token: bigint; start: number },
 ): Promise<number> {
   if (now() - granted.start < opts.ttlMs / 3) return granted.start;
@@ -122,18 +197,55 @@ export async function confirmGrant(
   return start;
 }
 
-/** @internal `fencing.release()` on `conn`. */
+/** @internal `fencing.release()` (or `calls.release`) on `conn`. */
 export async function releaseOn(
   conn: KeepaliveConnection,
   lease: Pick<Lease, 'resource' | 'holder' | 'token'>,
   timeoutMs: number,
+  calls: LeaseCalls = LEASE_CALLS,
 ): Promise<boolean> {
   const { result } = await conn.query(
-    'SELECT fencing.release($1, $2, $3::bigint) AS released',
+    `SELECT ${calls.release}($1, $2, $3::bigint) AS released`,
     [lease.resource, lease.holder, lease.token.toString()],
     timeoutMs,
   );
   return result.rows[0]?.released === true;
+}
+
+/** @internal Two tries (the second on a new connection): a network error is thrown after both failed. */
+export async function releaseTwice(conn: KeepaliveConnection, lease: Lease, calls: LeaseCalls): Promise<boolean> {
+  try {
+    return await releaseOn(conn, lease, CALL_TIMEOUT_MS / 6, calls);
+  } catch {
+    return await releaseOn(conn, lease, CALL_TIMEOUT_MS / 6, calls);
+  }
+}
+
+/** @internal Grants a lease on a connection of its own, kept alive by it until released. */
+export async function acquireOwn(
+  connection: ConnectionOptions,
+  resource: string,
+  opts: ResolvedOptions,
+  calls: LeaseCalls,
+): Promise<Lease> {
+  const conn = new KeepaliveConnection(connection, `fencing keepalive ${opts.holder}`);
+  let granted: { token: bigint; start: number } | null = null;
+  try {
+    granted = await acquireOn(conn, resource, opts, calls);
+    const start = await confirmGrant(conn, resource, opts, granted);
+    const lease = new Lease(resource, opts.holder, opts.ttlMs, granted.token, start, opts.logger);
+    const keepalive = new OwnKeepalive(conn, lease, calls);
+    lease._setOwner(keepalive);
+    keepalive.schedule();
+    return lease;
+  } catch (err) {
+    if (granted) {
+      const token = granted.token;
+      await releaseOn(conn, { resource, holder: opts.holder, token }, CALL_TIMEOUT_MS / 6, calls).catch(() => false);
+    }
+    await conn.close();
+    throw err;
+  }
 }
 
 /**
@@ -151,7 +263,7 @@ export async function releaseOn(
  * Release it in `finally` (Node 20 has no `await using`):
  *
  * ```ts
- * const lease = await Lease.acquire(undefined, 'order:101', { holder: 'worker-a', ttlMs: 10_000 });
+ * const lease = await Lease.acquire(undefined, 'order:101', { ttlMs: 10_000, waitMs: Infinity });
  * try {
  *   await fenced(client, lease, (c) => c.query('UPDATE ...'));
  * } finally {
@@ -172,9 +284,11 @@ export class Lease implements AsyncDisposable {
   #releasing: Promise<boolean> | null = null;
   #deadlineTimer: NodeJS.Timeout | null = null;
   #owner: LeaseOwner | null = null;
+  readonly #logger: Logger;
 
   /** Not for users: use `Lease.acquire()` or `Session.lease()`. */
-  constructor(resource: string, holder: string, ttlMs: number, token: bigint, start: number) {
+  constructor(resource: string, holder: string, ttlMs: number, token: bigint, start: number, logger: Logger = console) {
+    this.#logger = logger;
     this.resource = resource;
     this.holder = holder;
     this.ttlMs = ttlMs;
@@ -186,29 +300,14 @@ export class Lease implements AsyncDisposable {
 
   /**
    * Acquires a lease on `resource` and keeps it alive on a connection of its
-   * own until `release()`.  Throws `LeaseTimeoutError` if it is busy (or the
-   * wait passed), `LeaseAlreadyHeldError` if `holder` holds it already.
+   * own until `release()`.  Throws `LeaseBusyError` if a try finds it held,
+   * `LeaseTimeoutError` if a wait passed, `LeaseAlreadyHeldError` if `holder`
+   * holds it already, the signal's reason if `signal` ended the wait,
+   * `UnsupportedServerError` below fencing 0.4.0; `TypeError` / `RangeError`
+   * for a bad argument (nothing sent).
    */
   static async acquire(connection: ConnectionOptions, resource: string, opts: LeaseOptions): Promise<Lease> {
-    validate(resource, opts);
-    const conn = new KeepaliveConnection(connection, `fencing keepalive ${opts.holder}`);
-    let granted: { token: bigint; start: number } | null = null;
-    try {
-      granted = await acquireOn(conn, resource, opts);
-      const start = await confirmGrant(conn, resource, opts, granted);
-      const lease = new Lease(resource, opts.holder, opts.ttlMs, granted.token, start);
-      const keepalive = new OwnKeepalive(conn, lease);
-      lease._setOwner(keepalive);
-      keepalive.schedule();
-      return lease;
-    } catch (err) {
-      if (granted) {
-        const token = granted.token;
-        await releaseOn(conn, { resource, holder: opts.holder, token }, CALL_TIMEOUT_MS / 6).catch(() => false);
-      }
-      await conn.close();
-      throw err;
-    }
+    return acquireOwn(connection, resource, resolveOptions(resource, opts), LEASE_CALLS);
   }
 
   /** @internal */
@@ -273,8 +372,9 @@ export class Lease implements AsyncDisposable {
   _lose(reason: string): void {
     if (this.#controller.signal.aborted) return;
     this.#clearDeadline();
-    this.#controller.abort(new LeaseLostError(this.resource, this.token, reason));
     this.#owner?.lost(this);
+    this.#logger.warn(`fencing: lease on ${this.resource} lost (holder ${this.holder}, token ${this.token}): ${reason}`);
+    this.#controller.abort(new LeaseLostError(this.resource, this.token, reason));
   }
 
   #armDeadline(): void {
@@ -296,16 +396,17 @@ export class Lease implements AsyncDisposable {
 
   /**
    * Stops the keepalive and releases the lease (`fencing.release()`).
-   * Resolves to true if the server released it, false if it was no longer
-   * held or the server could not be reached (the lease then ends at its TTL).
-   * Never throws; calling it again returns the first answer.
+   * Resolves to true if the server had it and released it, false if it was
+   * already lost (never throws for a lost lease).  Rejects with the network
+   * error if the server could not be reached, twice (the lease then ends at
+   * its TTL).  Calling it again returns the first answer.
    */
   release(): Promise<boolean> {
     if (this.#releasing) return this.#releasing;
     this.#released = true;
     this.#clearDeadline();
     const owner = this.#owner;
-    this.#releasing = owner ? owner.release(this).catch(() => false) : Promise.resolve(false);
+    this.#releasing = owner ? owner.release(this) : Promise.resolve(false);
     return this.#releasing;
   }
 
@@ -323,6 +424,7 @@ class OwnKeepalive implements LeaseOwner {
   constructor(
     private readonly conn: KeepaliveConnection,
     private readonly lease: Lease,
+    private readonly calls: LeaseCalls,
   ) {}
 
   /** Schedules the next renewal a third of the TTL after the last acknowledged call. */
@@ -354,7 +456,7 @@ class OwnKeepalive implements LeaseOwner {
     } catch {
       if (lease.released || lease.lost) return;
       // Retry (reconnecting) until the deadline.
-      this.schedule(Math.min(Math.max(lease.ttlMs / 10, 50), 1000, Math.max(0, lease.deadline - now())));
+      this.schedule(retryDelay(lease.ttlMs, lease.deadline - now()));
     }
   }
 
@@ -368,22 +470,27 @@ class OwnKeepalive implements LeaseOwner {
     this.#timer = null;
     await this.#inflight?.catch(() => {});
     try {
-      return await releaseOn(this.conn, lease, CALL_TIMEOUT_MS / 6);
-    } catch {
-      try {
-        return await releaseOn(this.conn, lease, CALL_TIMEOUT_MS / 6); // once more, on a new connection
-      } catch {
-        return false;
-      }
+      return await releaseTwice(this.conn, lease, this.calls);
     } finally {
       await this.conn.close();
     }
   }
 }
 
+/** The floor of the retry delay after a failed renewal, in every client. */
+export const RETRY_FLOOR_MS = 50;
+
+/** @internal The delay before retrying a failed renewal: a tenth of the TTL, at least 50 ms, at most 1 s and the time left. */
+export function retryDelay(ttlMs: number, leftMs: number): number {
+  return Math.min(Math.max(ttlMs / 10, RETRY_FLOOR_MS), 1000, Math.max(0, leftMs));
+}
+
 /**
- * Acquires a lease, runs `fn` with it and releases it, also when `fn` throws
- * (Node 20's form of `await using`).
+ * Acquires a lease (`waitMs` left out: waits until granted), runs `fn` with
+ * it and releases it when `fn` ends, also when it throws (Node 20's form of
+ * `await using`).  `fn` sees the loss as `lease.signal` (pass it on to what
+ * it awaits); if the lease is lost while `fn` runs, the call ends with the
+ * `LeaseLostError`, whatever `fn` resolved with.
  */
 export async function withLease<T>(
   connection: ConnectionOptions,
@@ -391,10 +498,22 @@ export async function withLease<T>(
   opts: LeaseOptions,
   fn: (lease: Lease) => Promise<T>,
 ): Promise<T> {
-  const lease = await Lease.acquire(connection, resource, opts);
+  if (typeof fn !== 'function') throw new TypeError('withLease needs a function to run with the lease');
+  const resolved = resolveOptions(resource, opts);
+  if (opts.waitMs === undefined) resolved.waitMs = Infinity;
+  const lease = await acquireOwn(connection, resource, resolved, LEASE_CALLS);
+  let result: T;
   try {
-    return await fn(lease);
-  } finally {
-    await lease.release();
+    result = await fn(lease);
+  } catch (err) {
+    await lease.release().catch(() => false);
+    if (lease.lost) throw lease.signal.reason;
+    throw err;
   }
+  if (lease.lost) {
+    await lease.release().catch(() => false);
+    throw lease.signal.reason;
+  }
+  await lease.release();
+  return result;
 }

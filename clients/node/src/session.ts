@@ -1,21 +1,36 @@
 import { KeepaliveConnection, interval, now, type ConnectionOptions } from './connection';
-import { Lease, acquireOn, confirmGrant, releaseOn, type LeaseOptions, type LeaseOwner } from './lease';
+import { holderOption, loggerOption, type Logger } from './identity';
+import {
+  LEASE_CALLS,
+  Lease,
+  acquireOn,
+  confirmGrant,
+  releaseOn,
+  releaseTwice,
+  resolveOptions,
+  retryDelay,
+  type LeaseOptions,
+  type LeaseOwner,
+} from './lease';
 
 const CALL_TIMEOUT_MS = 30_000;
 
 export interface SessionOptions {
-  /** Who holds the session's leases. */
-  holder: string;
+  /** Who holds the session's leases; left out: a new `<host>:<pid>:<random>` (`session.holder`). */
+  holder?: string | null;
+  /** Where the loss of a lease is logged (`warn`); `console` when left out. */
+  logger?: Logger;
 }
 
 /**
  * Many leases of one holder kept alive by one connection
  * (application_name `fencing keepalive <holder>`): every third of the
- * shortest TTL, one `fencing.renew_all()` per distinct TTL renews them all.
+ * shortest TTL it holds, one `fencing.renew_all()` per distinct TTL renews
+ * them all (each lease has the TTL it was taken with).
  * Each lease has its own deadline, signal and `release()`, as a `Lease` has.
  *
  * ```ts
- * const session = new Session(undefined, { holder: 'worker-a' });
+ * const session = new Session(undefined);            // holder: host:pid:random
  * try {
  *   const a = await session.lease('order:101', { ttlMs: 10_000 });
  *   const b = await session.lease('order:102', { ttlMs: 10_000, waitMs: 5_000 });
@@ -34,13 +49,14 @@ export class Session implements AsyncDisposable {
   #inflight: Promise<void> | null = null;
   #closed = false;
   #closing: Promise<boolean> | null = null;
-  #renewAll = true;
+  readonly #logger: Logger;
 
-  constructor(connection: ConnectionOptions, opts: SessionOptions) {
-    if (typeof opts?.holder !== 'string' || opts.holder === '') throw new TypeError('holder must be a non-empty string');
-    this.holder = opts.holder;
+  constructor(connection: ConnectionOptions, opts: SessionOptions = {}) {
+    if (opts === null || typeof opts !== 'object') throw new TypeError('the session options must be an object');
+    this.holder = holderOption(opts.holder);
+    this.#logger = loggerOption(opts.logger);
     this.#connection = connection;
-    this.#conn = new KeepaliveConnection(connection, `fencing keepalive ${opts.holder}`);
+    this.#conn = new KeepaliveConnection(connection, `fencing keepalive ${this.holder}`);
   }
 
   /** The leases held now (not released, not lost). */
@@ -54,11 +70,9 @@ export class Session implements AsyncDisposable {
    * own (application_name `fencing acquire <holder>`), so that it does not
    * hold up the renewals.
    */
-  async lease(resource: string, opts: Omit<LeaseOptions, 'holder'>): Promise<Lease> {
+  async lease(resource: string, opts: Omit<LeaseOptions, 'holder' | 'logger'>): Promise<Lease> {
     if (this.#closed) throw new Error('the session is closed');
-    const full: LeaseOptions = { ...opts, holder: this.holder };
-    if (!(typeof full.ttlMs === 'number' && full.ttlMs > 0 && Number.isFinite(full.ttlMs)))
-      throw new RangeError('ttlMs must be a positive number of milliseconds');
+    const full = resolveOptions(resource, { ...opts, holder: this.holder, logger: this.#logger });
     let granted: { token: bigint; start: number };
     let start: number;
     if (full.waitMs) {
@@ -76,7 +90,7 @@ export class Session implements AsyncDisposable {
       granted = await acquireOn(this.#conn, resource, full);
       start = granted.start;
     }
-    const lease = new Lease(resource, this.holder, full.ttlMs, granted.token, start);
+    const lease = new Lease(resource, this.holder, full.ttlMs, granted.token, start, this.#logger);
     lease._setOwner(this.#owner);
     this.#leases.add(lease);
     if (this.#closed) {
@@ -91,13 +105,7 @@ export class Session implements AsyncDisposable {
     release: async (lease: Lease): Promise<boolean> => {
       this.#leases.delete(lease);
       try {
-        return await releaseOn(this.#conn, lease, CALL_TIMEOUT_MS / 6);
-      } catch {
-        try {
-          return await releaseOn(this.#conn, lease, CALL_TIMEOUT_MS / 6);
-        } catch {
-          return false;
-        }
+        return await releaseTwice(this.#conn, lease, LEASE_CALLS);
       } finally {
         if (this.#leases.size === 0 && !this.#closed) this.#schedule();
       }
@@ -134,16 +142,15 @@ export class Session implements AsyncDisposable {
       // Retry (reconnecting) until the deadlines.
       const shortest = Math.min(...live.map((l) => l.ttlMs));
       const soonest = Math.min(...live.map((l) => l.remainingMs));
-      this.#schedule(Math.min(Math.max(shortest / 10, 50), 1000, Math.max(0, soonest)));
+      this.#schedule(retryDelay(shortest, soonest));
     } else {
       this.#schedule();
     }
   }
 
   /**
-   * Renews every live lease now: one `fencing.renew_all()` per distinct TTL
-   * (on a server without it, one statement calling `fencing.renew()` per
-   * lease).  A lease the server did not renew is lost.  Throws if the server
+   * Renews every live lease now: one `fencing.renew_all()` per distinct TTL.
+   * A lease the server did not renew is lost.  Throws if the server
    * could not be reached (the leases keep their deadlines).
    */
   async renewAll(): Promise<void> {
@@ -177,22 +184,8 @@ export class Session implements AsyncDisposable {
   }
 
   async #renewGroup(values: unknown[], timeout: number): Promise<{ resource: string; token: string; renewed: boolean }[]> {
-    if (this.#renewAll) {
-      try {
-        const { result } = await this.#conn.query(
-          `SELECT resource, token::text AS token, renewed FROM fencing.renew_all($1, ${interval(2)}, $3::text[], $4::bigint[])`,
-          values,
-          timeout,
-        );
-        return result.rows;
-      } catch (err) {
-        if ((err as { code?: string }).code !== '42883') throw err;
-        this.#renewAll = false; // a server without renew_all()
-      }
-    }
     const { result } = await this.#conn.query(
-      `SELECT u.resource, u.token::text AS token, fencing.renew(u.resource, $1, u.token, ${interval(2)}) AS renewed
-         FROM unnest($3::text[], $4::bigint[]) AS u(resource, token)`,
+      `SELECT resource, token::text AS token, renewed FROM fencing.renew_all($1, ${interval(2)}, $3::text[], $4::bigint[])`,
       values,
       timeout,
     );
@@ -202,7 +195,8 @@ export class Session implements AsyncDisposable {
   /**
    * Stops the renewals, releases every lease and closes the connection.
    * Resolves to true if the server released every lease the session still
-   * had (false if one was lost or could not be released). Never throws.
+   * had (false if one was lost).  Rejects with the first network error once
+   * every release was tried (those leases end at their TTL).
    */
   async close(): Promise<boolean> {
     if (this.#closed) return this.#closing ?? true;
@@ -211,9 +205,11 @@ export class Session implements AsyncDisposable {
       if (this.#timer) clearTimeout(this.#timer);
       this.#timer = null;
       await this.#inflight?.catch(() => {});
-      const released = await Promise.all([...this.#leases].map((l) => l.release()));
+      const released = await Promise.allSettled([...this.#leases].map((l) => l.release()));
       await this.#conn.close();
-      return released.every((r) => r);
+      const failed = released.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed) throw failed.reason;
+      return released.every((r) => r.status === 'fulfilled' && r.value);
     })();
     return this.#closing;
   }

@@ -19,6 +19,7 @@ let table: string;
 before(async () => {
   db = await connect();
   work = await connect();
+  work.on('error', () => {}); // a lease's transaction frozen past its deadline: the server ends the session
   table = unique('orders');
   await protectedTable(db, table);
 });
@@ -186,5 +187,70 @@ test("a connection already in a transaction: FencingError, nothing sent, the cal
     assert.deepEqual(await row(), before);
   } finally {
     await c.end();
+  }
+});
+
+test("a lease's transaction is bounded by its remaining time (SET LOCAL); a plain token's is not", async () => {
+  const lease = await Lease.acquire(undefined, unique('order'), { ttlMs: 5000 });
+  const work = await connect();
+  try {
+    const { rows } = await db.query("SELECT current_setting('server_version_num')::int AS v");
+    const seventeen = rows[0].v >= 170000;
+    const settings = await fenced(work, lease, async (c) => {
+      const idle = await c.query("SELECT current_setting('idle_in_transaction_session_timeout') AS v");
+      const total = seventeen ? await c.query("SELECT current_setting('transaction_timeout') AS v") : null;
+      return { idle: idle.rows[0].v as string, total: total?.rows[0].v as string | undefined };
+    });
+    const ms = (v: string) => (v.endsWith('ms') ? Number(v.slice(0, -2)) : Number(v.slice(0, -1)) * 1000);
+    assert.ok(ms(settings.idle) > 3000 && ms(settings.idle) <= 5000, settings.idle);
+    if (seventeen) assert.equal(settings.total, settings.idle);
+    const after = await work.query("SELECT current_setting('idle_in_transaction_session_timeout') AS v");
+    assert.equal(after.rows[0].v, '0', 'SET LOCAL: gone after the COMMIT');
+    const plain = await fenced(work, 7n, async (c) => (await c.query("SELECT current_setting('idle_in_transaction_session_timeout') AS v")).rows[0].v);
+    assert.equal(plain, '0', 'a plain token has no deadline: nothing set');
+  } finally {
+    await lease.release();
+    await work.end();
+  }
+});
+
+test('a holder frozen inside its transaction is ended by the server at its deadline: the next write goes through', async () => {
+  const resource = unique('order');
+  const own = unique('orders');
+  await protectedTable(db, own);
+  const frozen = await connect();
+  // No 'error' listener of ours: fenced() keeps the server's ending of the session from crashing the process.
+  const lease = await Lease.acquire(undefined, resource, { ttlMs: 1000, logger: { warn: () => {} } });
+  const started = performance.now();
+  const write = fenced(frozen, lease, async (c) => {
+    await c.query(`UPDATE ${own} SET status = 'frozen' WHERE id = 1`);
+    // Frozen, as far as the server knows: no renewal, idle in transaction, holding the row lock.
+    await db.query('SELECT fencing.release($1, $2, $3)', [resource, lease.holder, lease.token.toString()]);
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+  });
+  const outcome = write.then(
+    () => null,
+    (err: unknown) => err,
+  );
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const next = await Lease.acquire(undefined, resource, { ttlMs: 5000, waitMs: 5000 }); // granted at once: released
+    try {
+      await fenced(db, next, (c) => c.query(`UPDATE ${own} SET status = 'next' WHERE id = 1`));
+      const waited = performance.now() - started;
+      assert.ok(waited < 1000 + 1500, `the row lock ended with the lease (${Math.round(waited)} ms)`);
+      const { rows } = await db.query(`SELECT status, last_fencing_token::text AS token FROM ${own} WHERE id = 1`);
+      assert.deepEqual(rows[0], { status: 'next', token: next.token.toString() });
+    } finally {
+      await next.release();
+    }
+    const pid = (frozen as unknown as { processID: number }).processID;
+    const { rows } = await db.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1', [pid]);
+    assert.equal(rows[0].n, 0, 'the server ended the frozen session');
+    const err = await outcome;
+    assert.ok(err instanceof LeaseLostError, String(err));
+  } finally {
+    await lease.release().catch(() => false);
+    await frozen.end().catch(() => {});
   }
 });

@@ -32,10 +32,3 @@ export function freeze(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-/** Does the server have fencing.acquire() with a `wait` argument (and renew_all)? */
-export async function hasWait(client: Client): Promise<boolean> {
-  const { rows } = await client.query(
-    "SELECT count(*)::int AS n FROM pg_proc WHERE proname = 'acquire' AND pronamespace = 'fencing'::regnamespace AND pronargs = 4",
-  );
-  return rows[0].n > 0;
-}

@@ -9,7 +9,7 @@ import { connect, unique } from './helpers';
 const root = join(__dirname, '..', '..');
 
 test("README's worker runs as written", async () => {
-  const block = /```js\n([\s\S]*?)```/.exec(readFileSync(join(root, 'README.md'), 'utf8'))![1]!;
+  const block = /```javascript\n([\s\S]*?)```/.exec(readFileSync(join(root, 'README.md'), 'utf8'))![1]!;
   // Inside the package folder, so that require('@fencing/client') resolves to this package.
   const script = join(root, 'build', 'readme-example.js');
   writeFileSync(script, block);

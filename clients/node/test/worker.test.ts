@@ -59,7 +59,7 @@ test('worker: grant, write, stale, missing, frozen past the TTL, quit releases',
     assert.match(granted.raw, /"token":\d+/);
     assert.deepEqual(await w.ask({ op: 'write', resource, sql: update('paid') }), { ok: true, rows: 1, raw: '{"ok":true,"rows":1}' });
     const busy = await w.ask({ op: 'lease', resource, holder: 'w2', ttl: 1, wait: null });
-    assert.equal(busy.error, 'LeaseTimeout');
+    assert.equal(busy.error, 'LeaseBusy');
     assert.equal((await w.ask({ op: 'lease', resource, holder: 'w1', ttl: 1, wait: null })).error, 'LeaseAlreadyHeld');
 
     const missing = await w.ask({ op: 'write', sql: update('x') });
@@ -140,4 +140,57 @@ test('worker: the raw token after a newer write is StaleToken, counted with its 
   assert.equal(await w.exited(), 0, w.stderr);
   const eof = await db.query('SELECT count(*)::int AS n FROM fencing.leases WHERE resource = $1 AND live', [`${resource}:d`]);
   assert.equal(eof.rows[0].n, 0, 'released at EOF');
+});
+
+test('worker: default holder, a wait forever cancelled, do, an election (campaign, status, observe, events, resign)', async () => {
+  const w = new Worker();
+  const other = new Worker();
+  const resource = unique('order');
+  const election = unique('election');
+  const own = unique('orders');
+  await protectedTable(db, own);
+  try {
+    const held = await w.ask({ op: 'lease', resource, holder: null, ttl: 5, wait: null });
+    assert.equal(held.ok, true, held.raw);
+    assert.match(held.holder, /:\d+:[0-9a-f]{8}$/);
+    assert.deepEqual(await other.ask({ op: 'lease_async', resource, holder: null, ttl: 5, wait: 'forever' }), { ok: true, raw: '{"ok":true}' });
+    const pending = await other.ask({ op: 'await_lease', resource, timeout: 0.3 });
+    assert.equal(pending.message, 'pending', pending.raw);
+    assert.equal((await other.ask({ op: 'cancel', resource })).cancelled, true);
+    const { rows } = await db.query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%fencing.acquire%' AND pid <> pg_backend_pid()",
+    );
+    assert.equal(rows[0].n, 0, 'nothing left waiting');
+    assert.equal((await w.ask({ op: 'release', resource })).released, true);
+    const done = await other.ask({ op: 'do', resource, holder: null, ttl: 5, sql: `UPDATE ${own} SET status = 'done' WHERE id = 1`, hold: 0.1 });
+    assert.equal(done.ok, true, done.raw);
+    assert.equal(done.rows, 1);
+
+    const campaign = await w.ask({ op: 'campaign', election, candidate: null, ttl: 3, recampaign: false });
+    assert.match(campaign.candidate, /:\d+:[0-9a-f]{8}$/);
+    assert.deepEqual(await other.ask({ op: 'observe', election }), { ok: true, raw: '{"ok":true}' });
+    const led = await w.ask({ op: 'await_leader', election, timeout: 3 });
+    assert.equal(led.leader, true, led.raw);
+    const current = await other.ask({ op: 'current_leader', election });
+    assert.equal(current.holder, campaign.candidate);
+    assert.match(current.raw, new RegExp(`"token":${led.raw.match(/"token":(\d+)/)![1]}`));
+    assert.equal((await w.ask({ op: 'write', election, sql: `UPDATE ${own} SET status = 'led' WHERE id = 1` })).rows, 1);
+    assert.equal((await w.ask({ op: 'resign', election })).resigned, true);
+    await sleep(300);
+    const seen = await other.ask({ op: 'events', election });
+    assert.deepEqual(
+      seen.events.map((e: { kind: string; holder: string | null }) => [e.kind, e.holder]),
+      [
+        ['new_leader', campaign.candidate],
+        ['new_leader', null],
+      ],
+      seen.raw,
+    );
+    const mine = await w.ask({ op: 'events', election });
+    assert.deepEqual(mine.events.map((e: { kind: string }) => e.kind), ['started', 'stopped'], mine.raw);
+    assert.equal((await w.ask({ op: 'write', election, sql: 'SELECT 1' })).error, 'LeaseLost');
+  } finally {
+    await w.ask({ op: 'quit' });
+    await other.ask({ op: 'quit' });
+  }
 });
