@@ -33,7 +33,7 @@ def leased(resource: str, *, ttl, wait=FOREVER, holder: Optional[str] = None, co
             bound.apply_defaults()
             values = {name: value for name, value in bound.arguments.items() if name != lease_arg}
             try:
-                return resource.format(**values)
+                return resource.format(*values.values(), **values)
             except (KeyError, IndexError) as e:
                 raise TypeError(f"leased({resource!r}): {function.__qualname__} has no argument {e}") from None
 
