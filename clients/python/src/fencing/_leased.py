@@ -5,7 +5,7 @@ import functools
 import inspect
 from typing import Callable, Optional
 
-from ._core import FOREVER, seconds
+from ._core import FOREVER, RELEASED, seconds
 from .errors import LeaseLost
 
 
@@ -38,7 +38,7 @@ def leased(resource: str, *, ttl, wait=FOREVER, holder: Optional[str] = None, co
                 raise TypeError(f"leased({resource!r}): {function.__qualname__} has no argument {e}") from None
 
         def ended(lease, result):
-            if lease.lost.is_set() and lease._state.reason != "released":
+            if lease.lost.is_set() and lease._state.reason != RELEASED:
                 raise LeaseLost(f"lease on {lease.resource} lost while {function.__qualname__} ran: "
                                 f"{lease._state.reason}")
             return result

@@ -455,6 +455,7 @@ class Election:
             raise LeaseError("the election is closed")
         if self.is_leader:
             return self.token
+        await self._drop_lost()
         lease = Lease(self.conninfo, self.election, holder=self.candidate, ttl=self.ttl, wait=wait,
                       cancel=cancel, _calls=_sql.ELECTION_CALLS)
         lease._lost_callbacks.append(self._stopped)
@@ -462,6 +463,15 @@ class Election:
         self._lease = lease
         _compat.fire(self.on_started_leading, lease.token)
         return lease.token
+
+    async def _drop_lost(self) -> None:
+        """Releases a leadership that was lost (its keepalive connection with it)."""
+        old = self._lease
+        if old is not None and not old._released:
+            try:
+                await old.release()
+            except psycopg.Error as e:
+                log.info("fencing: releasing the lost leadership of %s: %s", self.election, e)
 
     def _stopped(self) -> None:
         """The leadership ended (loss or resignation)."""
@@ -471,14 +481,12 @@ class Election:
             self._again = _compat.spawn(self._campaign_again, f"fencing campaign {self.election}")
 
     async def _campaign_again(self) -> None:
-        old = self._lease
         try:
-            if old is not None:
-                await old.release()
             await self.campaign(FOREVER, self._again_cancel)
-        except Exception as e:       # LeaseCancelled at close, or the server gone
-            if not self._closed:
-                log.warning("fencing: campaigning again in %s failed: %s", self.election, e)
+        except LeaseCancelled:       # resign() or close()
+            pass
+        except Exception as e:       # the server gone, say: campaign() again to retry
+            log.warning("fencing: campaigning again in %s failed: %s", self.election, e)
 
     async def resign(self) -> bool:
         """Gives the leadership up (fencing.resign): True if this candidate
