@@ -51,13 +51,50 @@ RULES = [
 ]
 
 
+def translate(line: str) -> str:
+    for pattern, replacement in RULES:
+        line = re.sub(pattern, replacement, line)
+    return line
+
+
+def _open_brackets(line: str) -> list:
+    """Columns of the brackets still open at the end of `line` (strings not parsed:
+    the source keeps brackets inside strings balanced)."""
+    columns = []
+    for column, char in enumerate(line):
+        if char in "([{":
+            columns.append(column)
+        elif char in ")]}" and columns:
+            columns.pop()
+    return columns
+
+
+def _lines(lines):
+    """The translated lines, continuation lines moved left by what the
+    translation removed before the bracket they align with."""
+    shift, depth = 0, 0
+    for line in lines:
+        if depth > 0:
+            if shift > 0 and line[:shift].strip() == "":
+                line = line[shift:]
+            new = translate(line)
+        else:
+            new = translate(line)
+            opened, kept = _open_brackets(line), _open_brackets(new)
+            shift = opened[-1] - kept[-1] if opened and len(opened) == len(kept) else 0
+        depth = max(0, depth + _depth(line))
+        yield new
+
+
+def _depth(line: str) -> int:
+    return sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+
+
 def generate(source: str) -> str:
     match = re.match(r'(?s)\s*""".*?"""\n', source)
     if not match:
         raise SystemExit("unasync: aio.py must start with its docstring")
-    body = source[match.end():]
-    for pattern, replacement in RULES:
-        body = re.sub(pattern, replacement, body)
+    body = "\n".join(_lines(source[match.end():].split("\n")))
     if re.search(r"\basync\b|\bawait\b|\basyncio\b", body):
         line = next(l for l in body.splitlines() if re.search(r"\basync\b|\bawait\b|\basyncio\b", l))
         raise SystemExit(f"unasync: an asyncio construct the rules do not translate: {line.strip()}")

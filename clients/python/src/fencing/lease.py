@@ -32,7 +32,7 @@ __all__ = ["Lease", "Session", "SessionLease", "Election", "fenced", "FOREVER", 
 
 
 def acquire_token(conn, calls: _sql.Calls, resource: str, holder: str, ttl: float,
-                        wait: Optional[float], cancel=None) -> int:
+                  wait: Optional[float], cancel=None) -> int:
     """One grant on `conn` (autocommit): the token, or LeaseBusy (a try),
     LeaseTimeout (a wait that passed), LeaseAlreadyHeld (the server's NOTICE
     01T01), LeaseCancelled.  A wait longer than an hour (FOREVER) is a
@@ -45,8 +45,8 @@ def acquire_token(conn, calls: _sql.Calls, resource: str, holder: str, ttl: floa
             while True:
                 chunk = min(WAIT_CHUNK, max(0.0, until - time.monotonic()))
                 token = _compat.wait_call(
-                    conn, calls.wait_sql, (resource, holder, ttl, chunk), cancel,
-                    lambda granted: _compat.one(conn, calls.release_sql, (resource, holder, granted)))
+              conn, calls.wait_sql, (resource, holder, ttl, chunk), cancel,
+              lambda granted: _compat.one(conn, calls.release_sql, (resource, holder, granted)))
                 if token is not None or notices.token is not None or time.monotonic() >= until:
                     break
     if token is None:
@@ -101,7 +101,7 @@ class Lease(LeaseBase):
             conn = self._connection()
             start = time.monotonic()
             self.token = acquire_token(conn, self._calls, self.resource, self.holder, self.ttl,
-                                             self.wait, self.cancel)
+                                       self.wait, self.cancel)
             if time.monotonic() - start > self.ttl / 3:
                 # a long wait: the grant's deadline counts from the call's
                 # start, so renew at once to hold it for a full ttl
@@ -140,7 +140,7 @@ class Lease(LeaseBase):
         if self._conn is None or self._conn.closed or self._conn.broken:
             _compat.close_quietly(self._conn)
             self._conn = _compat.connect(self.conninfo, **_sql.keepalive_options(
-                self.conninfo, self.holder, [self]))
+          self.conninfo, self.holder, [self]))
         return self._conn
 
     def _on_lost(self) -> None:
@@ -243,7 +243,7 @@ class Session:
         start = time.monotonic()
         if wait:
             conn = _compat.connect(self.conninfo, autocommit=True,
-                                         application_name=f"fencing acquire {self.holder}")
+                                   application_name=f"fencing acquire {self.holder}")
             try:
                 start = time.monotonic()
                 token = acquire_token(conn, _sql.LEASE_CALLS, resource, self.holder, ttl, wait, cancel)
@@ -253,12 +253,12 @@ class Session:
                 start = time.monotonic()
                 with self._lock:
                     if not _compat.one(self._connection(), _sql.RENEW,
-                                             (resource, self.holder, token, ttl)):
+                                       (resource, self.holder, token, ttl)):
                         raise LeaseLost(f"lease on {resource} lost right after its grant")
         else:
             with self._lock:
                 token = acquire_token(self._connection(), _sql.LEASE_CALLS, resource,
-                                            self.holder, ttl, None)
+                                      self.holder, ttl, None)
         lease = SessionLease(self, resource, token, ttl)
         lease._state.acknowledge(start)
         with self._lock:
@@ -277,7 +277,7 @@ class Session:
                 return False
             try:
                 return bool(_compat.one(self._connection(), _sql.RELEASE,
-                                              (resource, self.holder, lease.token)))
+                                        (resource, self.holder, lease.token)))
             except psycopg.Error:
                 self._drop_connection()
                 raise
@@ -304,7 +304,7 @@ class Session:
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._drop_connection()
             self._conn = _compat.connect(self.conninfo, **_sql.keepalive_options(
-                self.conninfo, self.holder, self._leases.values()))
+          self.conninfo, self.holder, self._leases.values()))
         return self._conn
 
     def _drop_connection(self) -> None:
@@ -361,8 +361,8 @@ class Session:
                 conn = self._connection()
                 for ttl, group in by_ttl.items():
                     for resource, token, renewed in _compat.rows(conn, _sql.RENEW_ALL, (
-                            self.holder, ttl, [lease.resource for lease in group],
-                            [lease.token for lease in group])):
+                      self.holder, ttl, [lease.resource for lease in group],
+                      [lease.token for lease in group])):
                         results[(resource, token)] = renewed
             finally:
                 self._in_call = False
@@ -505,7 +505,7 @@ class Election:
     def leader(self) -> Optional[Tuple[str, int]]:
         """The election's live leader (holder, token) by fencing.leader(), or None."""
         conn = _compat.connect(self.conninfo, autocommit=True,
-                                     application_name=f"fencing leader {self.election}")
+                               application_name=f"fencing leader {self.election}")
         try:
             found = _compat.row(conn, _sql.LEADER, (self.election,))
         finally:
@@ -519,7 +519,7 @@ class Election:
         if self._observer is not None:
             return
         conn = _compat.connect(self.conninfo, autocommit=True,
-                                     application_name=f"fencing observe {self.election}")
+                               application_name=f"fencing observe {self.election}")
         try:
             conn.execute(_sql.LISTEN)
         except BaseException:
@@ -548,7 +548,7 @@ class Election:
                 self._wake.wait(1.0)
                 try:
                     conn = _compat.connect(self.conninfo, autocommit=True,
-                                                 application_name=f"fencing observe {self.election}")
+                                           application_name=f"fencing observe {self.election}")
                     conn.execute(_sql.LISTEN)
                     conn.add_notify_handler(self._notified)
                 except psycopg.Error:
@@ -588,7 +588,7 @@ class Election:
 
 @contextmanager
 def fenced(conn: psycopg.Connection, lease_or_token, *,
-                 on_stale: Optional[Callable[[StaleTokenError], None]] = None) -> Iterator[psycopg.Cursor]:
+           on_stale: Optional[Callable[[StaleTokenError], None]] = None) -> Iterator[psycopg.Cursor]:
     """Yields a cursor inside a transaction whose token is the lease's (or
     the plain token given); commits on exit, rolls back on an exception.
     With a lease (or an Election), checks it on entry and again before
