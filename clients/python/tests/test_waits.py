@@ -271,3 +271,29 @@ def test_unsupported_server_without_the_extension(conn):
             asyncio.run(fencing.aio.Lease(f"dbname={database}", "r", ttl=1).acquire())
     finally:
         conn.execute(f"DROP DATABASE {database} WITH (FORCE)")
+
+
+def end_keepalive(conn, lease):
+    """The lease's keepalive connection ended, and its reconnects refused."""
+    lease.conninfo = "host=/nonexistent/fencing-test port=1 connect_timeout=1"
+    conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                 (f"fencing keepalive {lease.holder}",))
+
+
+def test_release_raises_a_network_error(conn):
+    lease = fencing.Lease("", name("network"), ttl=5)
+    lease.acquire()
+    end_keepalive(conn, lease)
+    with pytest.raises(psycopg.OperationalError):
+        lease.release()
+    assert lease.lost.is_set() and lease.release() is False     # once only
+    assert live(conn, lease.resource)[2] is True                # the server still has it: its ttl ends it
+
+
+def test_leaving_with_on_an_exception_logs_the_failed_release(conn, caplog):
+    caplog.set_level(logging.WARNING, logger="fencing")
+    with pytest.raises(RuntimeError, match="the user's"):
+        with fencing.Lease("", name("network"), ttl=5) as lease:
+            end_keepalive(conn, lease)
+            raise RuntimeError("the user's error")
+    assert any("release of" in r.getMessage() and lease.resource in r.getMessage() for r in caplog.records)
