@@ -19,6 +19,8 @@ import fencing.aio
 class Worker:
     """The threaded client: one method per request, op_<name>."""
 
+    ELECTION = fencing.Election
+
     def __init__(self):
         self.conn = None            # the work connection, for writes
         self.leases = {}            # resource -> Lease or SessionLease
@@ -93,7 +95,7 @@ class Worker:
     def election(self, election, candidate=None, ttl=2, recampaign=False):
         if election not in self.elections:
             events = self.events.setdefault(election, [])
-            self.elections[election] = fencing.Election(
+            self.elections[election] = self.ELECTION(
                 "", election, candidate, ttl=ttl, recampaign=recampaign,
                 on_started_leading=lambda token: events.append(event("started", None, token)),
                 on_stopped_leading=lambda: events.append(event("stopped", None, None)),
@@ -213,6 +215,8 @@ class Worker:
 class AsyncWorker(Worker):
     """fencing.aio: the same requests, awaited on one event loop."""
 
+    ELECTION = fencing.aio.Election
+
     def __init__(self):
         super().__init__()
         self.tasks = set()
@@ -275,16 +279,6 @@ class AsyncWorker(Worker):
             rows = cur.rowcount
             await asyncio.sleep(hold)
         return {"rows": rows}
-
-    def election(self, election, candidate=None, ttl=2, recampaign=False):
-        if election not in self.elections:
-            events = self.events.setdefault(election, [])
-            self.elections[election] = fencing.aio.Election(
-                "", election, candidate, ttl=ttl, recampaign=recampaign,
-                on_started_leading=lambda token: events.append(event("started", None, token)),
-                on_stopped_leading=lambda: events.append(event("stopped", None, None)),
-                on_new_leader=lambda holder, token: events.append(event("new_leader", holder, token)))
-        return self.elections[election]
 
     async def op_campaign(self, election, ttl, candidate=None, recampaign=False):
         chosen = self.election(election, candidate, ttl, recampaign)
