@@ -155,3 +155,22 @@ def test_the_worker_is_not_in_the_package():
     assert any(n.endswith("fencing/lease.py") for n in names)
     assert not any("conformance" in n for n in names), names
     assert not any(n.startswith("tools/") or "unasync" in n for n in names), names
+
+
+def test_the_fenced_transaction_is_bounded_by_the_lease():
+    from types import SimpleNamespace
+
+    from fencing._fenced import opening
+
+    def conn(version):
+        return SimpleNamespace(info=SimpleNamespace(server_version=version))
+    lease = SimpleNamespace(remaining=lambda: 2.0004)
+    sql, params = opening(conn(150004), lease, 42)
+    assert "idle_in_transaction_session_timeout" in sql and "transaction_timeout'" not in sql
+    assert params == ("42", "2001")
+    sql, params = opening(conn(170002), lease, 42)
+    assert "set_config('transaction_timeout', %s, true)" in sql and params == ("42", "2001", "2001")
+    expired = SimpleNamespace(remaining=lambda: -3.0)
+    assert opening(conn(150004), expired, 42)[1] == ("42", "1")       # at least 1 ms (0 would disable it)
+    sql, params = opening(conn(170002), None, 42)                      # a plain token: nothing bounded
+    assert "timeout" not in sql and params == ("42",)
