@@ -40,7 +40,7 @@ def until(start, t):
 def worker_a(ready_fd):
     dead_letters = []
     with psycopg.connect(autocommit=True) as conn, \
-            fencing.Lease("", RESOURCE, holder="worker-a", ttl=10 * SCALE, wait=10 * SCALE) as lease:
+            fencing.Lease("", RESOURCE, ttl=10 * SCALE, wait=10 * SCALE) as lease:
         start = time.time()      # t=0: the grant (the schedule's clock starts here)
         os.write(ready_fd, repr(start).encode())
         os.close(ready_fd)
@@ -66,7 +66,7 @@ def worker_a(ready_fd):
 
 def worker_b(start):
     with psycopg.connect(autocommit=True) as conn, \
-            fencing.Lease("", RESOURCE, holder="worker-b", ttl=10 * SCALE, wait=5 * SCALE) as lease:
+            fencing.Lease("", RESOURCE, ttl=10 * SCALE, wait=5 * SCALE) as lease:
         event(start, "B", f"acquires the lease on {RESOURCE}: token {lease.token}")
         with fencing.fenced(conn, lease) as cur:
             cur.execute(f"UPDATE {TABLE} SET status = 'paid by B' WHERE id = %s", (RESOURCE,))

@@ -81,7 +81,7 @@ def test_translate_missing_and_others():
 
 
 def test_token_and_argument_checks():
-    from fencing.fenced import token_of
+    from fencing._fenced import token_of
     assert token_of(7) == 7
     for bad in (0, -1, True, "7", None):
         with pytest.raises(ValueError):

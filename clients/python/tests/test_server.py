@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 
 import psycopg
 import pytest
@@ -14,40 +13,7 @@ import pytest
 import fencing
 import fencing.aio
 
-TABLE = "pytest_fencing_orders"
-
-
-@pytest.fixture(scope="module")
-def conn():
-    try:
-        conn = psycopg.connect("", autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as e:
-        pytest.skip(f"no server: {e}")
-    conn.execute("SET client_min_messages = warning")
-    conn.execute("CREATE EXTENSION IF NOT EXISTS fencing")
-    conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
-    conn.execute(f"CREATE TABLE {TABLE} (id int PRIMARY KEY, status text, "
-                 "last_fencing_token bigint NOT NULL DEFAULT 0)")
-    conn.execute("SELECT fencing.protect(%s)", (TABLE,))
-    with fencing.fenced(conn, 1) as cur:
-        cur.execute(f"INSERT INTO {TABLE} SELECT i, 'new' FROM generate_series(1, 20) i")
-    yield conn
-    conn.execute(f"DROP TABLE {TABLE}")
-    conn.close()
-
-
-def name(prefix):
-    return f"{prefix}:{uuid.uuid4().hex[:8]}"
-
-
-def live(conn, resource):
-    row = conn.execute("SELECT holder, token, live FROM fencing.leases WHERE resource = %s",
-                       (resource,)).fetchone()
-    return row
-
-
-def stored(conn, key):
-    return conn.execute(f"SELECT last_fencing_token FROM {TABLE} WHERE id = %s", (key,)).fetchone()[0]
+from _server import TABLE, conn, live, name, stored  # noqa: F401  (conn: a fixture)
 
 
 def test_lease_write_and_release(conn):
@@ -78,7 +44,7 @@ def test_keepalive_outlives_the_ttl(conn):
 def test_busy_own_and_waited_leases(conn):
     resource = name("order")
     with fencing.Lease("", resource, holder="worker-a", ttl=1) as first:
-        with pytest.raises(fencing.LeaseTimeout):
+        with pytest.raises(fencing.LeaseBusy):
             fencing.Lease("", resource, holder="worker-b", ttl=1).acquire()
         with pytest.raises(fencing.LeaseAlreadyHeld) as held:
             fencing.Lease("", resource, holder="worker-a", ttl=1, wait=3).acquire()

@@ -6,25 +6,30 @@ import re
 
 from psycopg import conninfo as _conninfo
 
+from .errors import UnsupportedServer
+
 # A try, and the wait of fencing.acquire(resource, holder, ttl, wait).
 ACQUIRE = "SELECT fencing.acquire(%s, %s, %s * interval '1 second')"
 ACQUIRE_WAIT = "SELECT fencing.acquire(%s, %s, %s * interval '1 second', %s * interval '1 second')"
-# Which token a holder that got NULL holds already (LeaseAlreadyHeld).
-OWN_LEASE = "SELECT token FROM fencing.leases WHERE resource = %s AND holder = %s AND live"
 RENEW = "SELECT fencing.renew(%s, %s, %s, %s * interval '1 second')"
 RENEW_ALL = ("SELECT resource, token, renewed FROM "
              "fencing.renew_all(%s, %s * interval '1 second', %s::text[], %s::bigint[])")
 RELEASE = "SELECT fencing.release(%s, %s, %s)"
-SET_TOKEN = "SELECT set_config('fencing.token', %s, true)"
+# Elections (an election is a lease on the resource named by the election).
+CAMPAIGN = "SELECT fencing.campaign(%s, %s, %s * interval '1 second')"
+CAMPAIGN_WAIT = "SELECT fencing.campaign(%s, %s, %s * interval '1 second', %s * interval '1 second')"
+RESIGN = "SELECT fencing.resign(%s, %s, %s)"
+# The leader, and the seconds until its lease expires by the server's clock.
+LEADER = ("SELECT holder, token, extract(epoch FROM expires_at - clock_timestamp())::float8 "
+          "FROM fencing.leader(%s)")
+LISTEN = "LISTEN fencing_election"
+EXTVERSION = "SELECT extversion FROM pg_extension WHERE extname = 'fencing'"
+REQUIRED_VERSION = (0, 4, 0)
 
 # The NOTICE of acquire() to a holder that asks for its own live lease:
 # 'holder "h" already holds the lease on resource "r" with token N'.
 OWN_LEASE_NOTICE = "01T01"
 _NOTICE_TOKEN = re.compile(r"with token (\d+)$")
-# How often acquire(..., wait) is tried on an extension older than 0.4.0.
-POLL_INTERVAL = 0.05
-
-
 class OwnLeaseNotices:
     """Collects the 01T01 NOTICE of one acquire() call on a connection
     (`with OwnLeaseNotices(conn) as notices:`); `token` is the token it names."""
@@ -76,8 +81,34 @@ def keepalive_options(conninfo: str, holder: str, leases) -> dict:
     return options
 
 
-def check_arguments(ttl: float, wait) -> None:
-    if not ttl or ttl <= 0:
-        raise ValueError("ttl must be a positive number of seconds")
-    if wait is not None and wait < 0:
-        raise ValueError("wait must be None or a number of seconds >= 0")
+class Calls:
+    """The SQL of a grant and a release: fencing.acquire/release for a lease,
+    fencing.campaign/resign for an election."""
+
+    def __init__(self, try_sql: str, wait_sql: str, release_sql: str):
+        self.try_sql, self.wait_sql, self.release_sql = try_sql, wait_sql, release_sql
+
+
+LEASE_CALLS = Calls(ACQUIRE, ACQUIRE_WAIT, RELEASE)
+ELECTION_CALLS = Calls(CAMPAIGN, CAMPAIGN_WAIT, RESIGN)
+
+
+def parse_version(text) -> tuple:
+    parts = []
+    for part in str(text).split("."):
+        digits = re.match(r"\d+", part)
+        parts.append(int(digits.group(0)) if digits else 0)
+    return tuple(parts)
+
+
+def unsupported(extversion):
+    """The UnsupportedServer error for the extversion read (None: absent), or None if supported."""
+
+    need = ".".join(map(str, REQUIRED_VERSION))
+    if extversion is None:
+        return UnsupportedServer(f"the fencing extension is not installed in this database; this client "
+                                 f"needs {need} or later (CREATE EXTENSION fencing)")
+    if parse_version(extversion) < REQUIRED_VERSION:
+        return UnsupportedServer(f"the fencing extension is {extversion}; this client needs {need} or later: "
+                                 f"ALTER EXTENSION fencing UPDATE")
+    return None

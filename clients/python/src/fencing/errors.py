@@ -26,7 +26,20 @@ class LeaseLost(LeaseError):
 
 
 class LeaseTimeout(LeaseError):
-    """The lease was not granted: `wait` passed, or (without `wait`) it was busy."""
+    """The lease was not granted within `wait` (a wait that passed)."""
+
+
+class LeaseBusy(LeaseError):
+    """A try (no `wait`, or `wait=0`) found the lease held by another holder."""
+
+
+class LeaseCancelled(LeaseError):
+    """A wait ended by its `cancel` event; nothing stays queued on the server.
+    (asyncio cancellation raises asyncio.CancelledError, Ctrl-C KeyboardInterrupt.)"""
+
+
+class UnsupportedServer(FencingError):
+    """The server's fencing extension is missing or older than this client needs."""
 
 
 class LeaseAlreadyHeld(LeaseError):

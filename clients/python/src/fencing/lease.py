@@ -1,221 +1,159 @@
-"""Lease and Session: leases of fencing.acquire(), kept alive by a thread on
-a connection of their own (never the caller's), renewed at a third of the
-ttl, lost at the deadline of the last acknowledged call."""
+"""The threaded client: Lease, Session, Election and fenced() on psycopg's
+Connection, kept alive by a daemon thread; `lost` is a threading.Event.
 
-import logging
-import threading
+GENERATED from aio.py by tools/unasync.py: do not edit (edit aio.py, then
+run tools/unasync.py).
+
+    with fencing.Lease(conninfo, "order:101", ttl=10, wait=fencing.FOREVER) as lease:
+        with fencing.fenced(conn, lease) as cur:
+            cur.execute("UPDATE orders SET status = 'paid' WHERE id = 101")
+
+A wait ends at Ctrl-C (KeyboardInterrupt) or when its `cancel`
+threading.Event is set (LeaseCancelled), the server-side call cancelled.
+"""
+
 import time
-from typing import Dict, List, Optional
+from contextlib import contextmanager
+from typing import Iterator, Callable, Dict, List, Optional, Tuple
 
 import psycopg
 
+from . import _sync_compat as _compat
 from . import _sql
-from ._deadline import Deadline
-from .errors import LeaseAlreadyHeld, LeaseLost, LeaseTimeout
+from ._core import (FOREVER, RELEASED, WAIT_CHUNK, LeaseBase, already_held, check_holder,
+                    check_lease_arguments, check_resource, log, not_granted, retry_interval, seconds)
+from ._fenced import begin, on_refusal, opening
+from .errors import (FencingError, LeaseAlreadyHeld, LeaseBusy, LeaseCancelled, LeaseError, LeaseLost,
+                     LeaseTimeout, MissingTokenError, StaleTokenError)
 
-log = logging.getLogger("fencing")
+__all__ = ["Lease", "Session", "SessionLease", "Election", "fenced", "FOREVER", "FencingError",
+           "LeaseAlreadyHeld", "LeaseBusy", "LeaseCancelled", "LeaseLost", "LeaseTimeout",
+           "MissingTokenError", "StaleTokenError"]
 
 
-def acquire_token(conn: psycopg.Connection, resource: str, holder: str, ttl: float,
-                  wait: Optional[float]) -> int:
-    """One grant on `conn` (autocommit): the token, or LeaseTimeout or
-    LeaseAlreadyHeld (the server's NOTICE 01T01; a query of fencing.leases
-    on an extension older than 0.4.0, which sends none)."""
+def acquire_token(conn, calls: _sql.Calls, resource: str, holder: str, ttl: float,
+                  wait: Optional[float], cancel=None) -> int:
+    """One grant on `conn` (autocommit): the token, or LeaseBusy (a try),
+    LeaseTimeout (a wait that passed), LeaseAlreadyHeld (the server's NOTICE
+    01T01), LeaseCancelled.  A wait longer than an hour (FOREVER) is a
+    series of server-side waits of an hour at most, never a client's poll."""
     with _sql.OwnLeaseNotices(conn) as notices:
-        if wait:
-            try:
-                token = conn.execute(_sql.ACQUIRE_WAIT, (resource, holder, ttl, wait)).fetchone()[0]
-            except psycopg.errors.UndefinedFunction:
-                token = _poll(conn, resource, holder, ttl, time.monotonic() + wait)
+        if not wait:
+            token = _compat.one(conn, calls.try_sql, (resource, holder, ttl))
         else:
-            token = conn.execute(_sql.ACQUIRE, (resource, holder, ttl)).fetchone()[0]
+            until = time.monotonic() + wait
+            while True:
+                chunk = min(WAIT_CHUNK, max(0.0, until - time.monotonic()))
+                token = _compat.wait_call(
+              conn, calls.wait_sql, (resource, holder, ttl, chunk), cancel,
+              lambda granted: _compat.one(conn, calls.release_sql, (resource, holder, granted)))
+                if token is not None or notices.token is not None or time.monotonic() >= until:
+                    break
     if token is None:
         if notices.token is not None:
             raise already_held(resource, holder, notices.token)
-        _raise_not_granted(conn, resource, holder, wait)
+        raise not_granted(resource, wait)
     return token
 
 
-def _poll(conn, resource, holder, ttl, until) -> Optional[int]:
-    """acquire(..., wait) of an extension that has none: tries until `until`."""
-    while True:
-        token = conn.execute(_sql.ACQUIRE, (resource, holder, ttl)).fetchone()[0]
-        if token is not None or time.monotonic() >= until:
-            return token
-        _raise_if_own(conn, resource, holder)
-        time.sleep(min(_sql.POLL_INTERVAL, max(0.0, until - time.monotonic())))
-
-
-def _raise_if_own(conn, resource, holder) -> None:
-    row = conn.execute(_sql.OWN_LEASE, (resource, holder)).fetchone()
-    if row is not None:
-        raise already_held(resource, holder, row[0])
-
-
-def _raise_not_granted(conn, resource, holder, wait) -> None:
-    _raise_if_own(conn, resource, holder)
-    raise not_granted(resource, wait)
-
-
-def already_held(resource: str, holder: str, token: int) -> LeaseAlreadyHeld:
-    return LeaseAlreadyHeld(f"{holder} already holds the lease on {resource} (token {token})", token)
-
-
-def not_granted(resource: str, wait: Optional[float]) -> LeaseTimeout:
-    if wait:
-        return LeaseTimeout(f"the lease on {resource} was not granted within {wait} s")
-    return LeaseTimeout(f"the lease on {resource} is held by another holder")
-
-
-def retry_interval(ttl: float) -> float:
-    """How soon a failed renewal is tried again (until the deadline)."""
-    return max(0.05, min(1.0, ttl / 10))
-
-
-def _close_quietly(conn: Optional[psycopg.Connection]) -> None:
-    if conn is not None:
-        try:
-            conn.close()
-        except Exception:   # closing a broken connection
-            pass
-
-
-def _cancel_quietly(conn: Optional[psycopg.Connection]) -> None:
-    """Cancels a call in flight from another thread, without waiting for it."""
-    if conn is None or conn.closed:
-        return
-
-    def cancel():
-        try:
-            conn.cancel()
-        except Exception:
-            pass
-    threading.Thread(target=cancel, daemon=True).start()
-
-
-class LeaseBase:
-    """What every lease shows, threaded or asyncio, own or a session's:
-    `token`, `lost`, `deadline`, `remaining()`, `check()`."""
-
-    token: Optional[int] = None
-    resource: str
-    _state: Optional[Deadline] = None
-
-    @property
-    def lost(self):
-        """Set when the lease ends: its deadline passed, a renewal was
-        refused, or it was released (threading.Event; asyncio.Event in fencing.aio)."""
-        return self._state.lost
-
-    @property
-    def deadline(self) -> Optional[float]:
-        """The end of the lease on time.monotonic(): the start of its last
-        acknowledged call (grant or renewal) + ttl."""
-        return self._state.deadline if self._state else None
-
-    def remaining(self) -> float:
-        """Seconds until the deadline (negative once passed)."""
-        return self._state.remaining() if self._state else 0.0
-
-    def check(self) -> None:
-        """Raises LeaseLost unless the lease is held now, by the clock."""
-        if self._state is None or self.token is None or self._state.expired():
-            reason = self._state.reason if self._state and self._state.reason else "not acquired"
-            raise LeaseLost(f"lease on {self.resource} lost: {reason}")
-
-
 class Lease(LeaseBase):
-    """A lease on one resource (context manager).  `token` is its fencing
-    token; `lost` is set when it ends (deadline passed, renewal refused, or
-    released); `deadline` is on time.monotonic(); `check()` raises LeaseLost
-    once it has ended.  `wait` (seconds) waits for a busy lease; without it,
-    a busy lease raises LeaseTimeout at once."""
+    """A lease on one resource (`with`, or acquire() and release()).
+    `holder` is the identity used (the default one if none was given),
+    `token` its fencing token; `lost` is set when it ends (deadline passed,
+    renewal refused, released); `deadline` is on time.monotonic();
+    `check()` raises LeaseLost once it has ended.  `wait` (seconds, a
+    timedelta, or FOREVER) waits in line for a busy lease; without it a busy
+    lease raises LeaseBusy at once.  `cancel` (an Event) ends a wait."""
 
-    def __init__(self, conninfo: str, resource: str, *, holder: str, ttl: float,
-                 wait: Optional[float] = None):
-        _sql.check_arguments(ttl, wait)
+    def __init__(self, conninfo: str, resource: str, *, holder: Optional[str] = None, ttl,
+                 wait=None, cancel=None, _calls: _sql.Calls = _sql.LEASE_CALLS):
+        self.ttl, self.wait = check_lease_arguments(ttl, wait)
         self.conninfo = conninfo
-        self.resource = resource
-        self.holder = holder
-        self.ttl = ttl
-        self.wait = wait
-        self._state = Deadline(ttl, on_lost=self._cancel_call)
-        self._conn: Optional[psycopg.Connection] = None
+        self.resource = check_resource(resource)
+        self.holder = check_holder(holder)
+        self.cancel = cancel
+        self._calls = _calls
+        self._conn = None
         self._in_call = False
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._stop = None
+        self._worker = None
         self._released = False
+        self._lost_callbacks: List[Callable[[], None]] = []
 
     def __enter__(self) -> "Lease":
         self.acquire()
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.release()
+    def __exit__(self, kind, error, trace) -> None:
+        try:
+            self.release()
+        except psycopg.Error as e:
+            if error is None:
+                raise
+            log.warning("fencing: release of %s failed (it expires at its ttl): %s", self.resource, e)
 
     def acquire(self) -> int:
-        conn = self._connection()
-        start = time.monotonic()
+        if self._state is not None:
+            raise LeaseError("a Lease is acquired once: make a new one")
+        self._state = _compat.new_deadline(self.ttl, self._on_lost)
+        self._stop = _compat.new_event()
         try:
-            self.token = acquire_token(conn, self.resource, self.holder, self.ttl, self.wait)
+            conn = self._connection()
+            start = time.monotonic()
+            self.token = acquire_token(conn, self._calls, self.resource, self.holder, self.ttl,
+                                       self.wait, self.cancel)
             if time.monotonic() - start > self.ttl / 3:
                 # a long wait: the grant's deadline counts from the call's
                 # start, so renew at once to hold it for a full ttl
                 start = time.monotonic()
-                if not conn.execute(_sql.RENEW, (self.resource, self.holder, self.token,
-                                                 self.ttl)).fetchone()[0]:
+                if not _compat.one(conn, _sql.RENEW, (self.resource, self.holder, self.token, self.ttl)):
                     raise LeaseLost(f"lease on {self.resource} lost right after its grant")
         except BaseException:
             self._stop.set()
-            _close_quietly(self._conn)
+            _compat.close_quietly(self._conn)
             self._conn = None
             raise
         self._state.acknowledge(start)
-        self._thread = threading.Thread(target=self._keepalive, daemon=True,
-                                        name=f"fencing keepalive {self.resource}")
-        self._thread.start()
+        self._worker = _compat.spawn(self._keepalive, f"fencing keepalive {self.resource}")
         return self.token
 
     def release(self) -> bool:
-        """Stops the keepalive and releases the lease (also after a loss);
-        True if the server still had it.  Never raises for a failed release:
-        the lease then ends at its expiry."""
+        """Stops the keepalive and releases the lease (also after a loss):
+        True if the server had it and released it, False if it was lost
+        already.  A network error is raised (the lease then ends at its ttl)."""
         if self._released or self.token is None:
             return False
         self._released = True
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.ttl)
-            if self._thread.is_alive():   # stuck in a renewal: release elsewhere
-                _cancel_quietly(self._conn)
-                self._conn = None
-        released = False
+        if not _compat.join(self._worker, self.ttl):
+            _compat.interrupt(self._conn)     # stuck in a renewal: release elsewhere
+            self._conn = None
         try:
             conn = self._connection()
-            released = bool(conn.execute(_sql.RELEASE, (self.resource, self.holder, self.token)).fetchone()[0])
-        except psycopg.Error as e:
-            log.warning("fencing: release of %s failed (it expires at its ttl): %s", self.resource, e)
+            return bool(_compat.one(conn, self._calls.release_sql, (self.resource, self.holder, self.token)))
         finally:
-            self._state.lose("released")
-            _close_quietly(self._conn)
+            self._state.lose(RELEASED)
+            _compat.close_quietly(self._conn)
             self._conn = None
-        return released
 
-    def _connection(self) -> psycopg.Connection:
+    def _connection(self):
         if self._conn is None or self._conn.closed or self._conn.broken:
-            _close_quietly(self._conn)
-            self._conn = psycopg.connect(self.conninfo, **_sql.keepalive_options(
-                self.conninfo, self.holder, [self]))
+            _compat.close_quietly(self._conn)
+            self._conn = _compat.connect(self.conninfo, **_sql.keepalive_options(
+          self.conninfo, self.holder, [self]))
         return self._conn
 
-    def _cancel_call(self) -> None:
+    def _on_lost(self) -> None:
+        self._signal_loss()
         if self._in_call:
-            _cancel_quietly(self._conn)
+            _compat.interrupt(self._conn)
+        for callback in self._lost_callbacks:
+            callback()
 
     def _keepalive(self) -> None:
         retry = retry_interval(self.ttl)
         due = self._state.last_start + self.ttl / 3
-        while not self._stop.wait(max(0.0, due - time.monotonic())):
+        while not _compat.wait_event(self._stop, due - time.monotonic()):
             if self._state.expired():
                 return
             start = time.monotonic()
@@ -223,11 +161,10 @@ class Lease(LeaseBase):
             try:
                 self._in_call = True
                 conn = self._connection()
-                renewed = conn.execute(_sql.RENEW, (self.resource, self.holder, self.token,
-                                                    self.ttl)).fetchone()[0]
+                renewed = _compat.one(conn, _sql.RENEW, (self.resource, self.holder, self.token, self.ttl))
             except psycopg.Error as e:
                 log.info("fencing: renewal of %s failed, retrying until the deadline: %s", self.resource, e)
-                _close_quietly(conn)
+                _compat.close_quietly(conn)
                 if self._conn is conn:
                     self._conn = None
                 due = time.monotonic() + retry
@@ -253,7 +190,11 @@ class SessionLease(LeaseBase):
         self.holder = session.holder
         self.token = token
         self.ttl = ttl
-        self._state = Deadline(ttl, on_lost=session._cancel_call)
+        self._state = _compat.new_deadline(ttl, self._on_lost)
+
+    def _on_lost(self) -> None:
+        self._signal_loss()
+        self.session._cancel_call()
 
     def release(self) -> bool:
         return self.session.release(self.resource)
@@ -266,21 +207,21 @@ class SessionLease(LeaseBase):
 
 
 class Session:
-    """One holder's leases on one keepalive connection: a thread renews them
-    all with fencing.renew_all() at a third of the shortest ttl.  Closing the
-    session (leaving its `with`) releases every lease it holds."""
+    """One holder's leases (each with its own ttl) on one keepalive
+    connection, renewed together with fencing.renew_all() at a third of the
+    shortest ttl held.  Closing the session (leaving its `with`) releases
+    every lease it holds."""
 
-    def __init__(self, conninfo: str, *, holder: str):
+    def __init__(self, conninfo: str, *, holder: Optional[str] = None):
         self.conninfo = conninfo
-        self.holder = holder
+        self.holder = check_holder(holder)
         self._leases: Dict[str, SessionLease] = {}
-        self._lock = threading.RLock()    # the connection: one call at a time
-        self._conn: Optional[psycopg.Connection] = None
+        self._lock = _compat.new_lock()     # the connection: one call at a time
+        self._conn = None
         self._in_call = False
-        self._wake = threading.Event()
+        self._wake = _compat.new_event()
         self._closed = False
-        self._thread: Optional[threading.Thread] = None
-        self._renew_all_missing = False
+        self._worker = None
 
     def __enter__(self) -> "Session":
         return self
@@ -288,98 +229,104 @@ class Session:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def lease(self, resource: str, *, ttl: float, wait: Optional[float] = None) -> SessionLease:
-        """Acquires `resource` for this session (waiting up to `wait` on a
-        connection of its own, so the renewals go on meanwhile)."""
-        _sql.check_arguments(ttl, wait)
+    @property
+    def leases(self) -> List[SessionLease]:
+        return list(self._leases.values())
+
+    def lease(self, resource: str, *, ttl, wait=None, cancel=None) -> SessionLease:
+        """Acquires `resource` for this session with its own `ttl` (waiting
+        up to `wait` on a connection of its own, so the renewals go on)."""
+        ttl, wait = check_lease_arguments(ttl, wait)
+        check_resource(resource)
         if self._closed:
             raise LeaseLost("the session is closed")
         start = time.monotonic()
         if wait:
-            with psycopg.connect(self.conninfo, autocommit=True,
-                                 application_name=f"fencing acquire {self.holder}") as conn:
-                token = acquire_token(conn, resource, self.holder, ttl, wait)
+            conn = _compat.connect(self.conninfo, autocommit=True,
+                                   application_name=f"fencing acquire {self.holder}")
+            try:
+                start = time.monotonic()
+                token = acquire_token(conn, _sql.LEASE_CALLS, resource, self.holder, ttl, wait, cancel)
+            finally:
+                _compat.close_quietly(conn)
             if time.monotonic() - start > ttl / 3:
                 start = time.monotonic()
                 with self._lock:
-                    if not self._connection().execute(_sql.RENEW, (resource, self.holder, token,
-                                                                   ttl)).fetchone()[0]:
+                    if not _compat.one(self._connection(), _sql.RENEW,
+                                       (resource, self.holder, token, ttl)):
                         raise LeaseLost(f"lease on {resource} lost right after its grant")
         else:
             with self._lock:
-                token = acquire_token(self._connection(), resource, self.holder, ttl, None)
+                token = acquire_token(self._connection(), _sql.LEASE_CALLS, resource,
+                                      self.holder, ttl, None)
         lease = SessionLease(self, resource, token, ttl)
         lease._state.acknowledge(start)
         with self._lock:
             self._leases[resource] = lease
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._keepalive, daemon=True,
-                                                name=f"fencing keepalive {self.holder}")
-                self._thread.start()
+            if self._worker is None:
+                self._worker = _compat.spawn(self._keepalive, f"fencing keepalive {self.holder}")
         self._wake.set()
         return lease
 
-    @property
-    def leases(self) -> List[SessionLease]:
-        with self._lock:
-            return list(self._leases.values())
-
     def release(self, resource: str) -> bool:
-        """Releases one lease of the session; True if the server still had it."""
+        """Releases one lease of the session: True if the server had it,
+        False if it was lost already; a network error is raised."""
         with self._lock:
             lease = self._leases.pop(resource, None)
             if lease is None:
                 return False
             try:
-                released = bool(self._connection().execute(
-                    _sql.RELEASE, (resource, self.holder, lease.token)).fetchone()[0])
-            except psycopg.Error as e:
-                log.warning("fencing: release of %s failed (it expires at its ttl): %s", resource, e)
+                return bool(_compat.one(self._connection(), _sql.RELEASE,
+                                        (resource, self.holder, lease.token)))
+            except psycopg.Error:
                 self._drop_connection()
-                released = False
-        lease._state.lose("released")
-        return released
+                raise
+            finally:
+                lease._state.lose(RELEASED)
 
     def close(self) -> None:
-        """Releases every lease and closes the keepalive connection."""
+        """Releases every lease and closes the keepalive connection (a
+        release that fails is logged: that lease ends at its ttl)."""
         if self._closed:
             return
         for resource in list(self._leases):
-            self.release(resource)
+            try:
+                self.release(resource)
+            except psycopg.Error as e:
+                log.warning("fencing: release of %s failed (it expires at its ttl): %s", resource, e)
         self._closed = True
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        _compat.join(self._worker, 5)
         with self._lock:
             self._drop_connection()
 
-    def _connection(self) -> psycopg.Connection:
+    def _connection(self):
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._drop_connection()
-            self._conn = psycopg.connect(self.conninfo, **_sql.keepalive_options(
-                self.conninfo, self.holder, self._leases.values()))
+            self._conn = _compat.connect(self.conninfo, **_sql.keepalive_options(
+          self.conninfo, self.holder, self._leases.values()))
         return self._conn
 
     def _drop_connection(self) -> None:
-        _close_quietly(self._conn)
+        _compat.close_quietly(self._conn)
         self._conn = None
 
     def _cancel_call(self) -> None:
         if self._in_call:
-            _cancel_quietly(self._conn)
+            _compat.interrupt(self._conn)
 
     def _keepalive(self) -> None:
         retry_at = None
         while not self._closed:
             live = [lease for lease in self.leases if not lease._state.expired()]
             if not live:
-                self._wake.wait()
+                _compat.wait_forever(self._wake)
                 self._wake.clear()
                 continue
-            due = min(lease._state.last_start + lease.ttl / 3 for lease in live)
-            if retry_at is not None:
-                due = retry_at
-            if self._wake.wait(max(0.0, due - time.monotonic())):
+            shortest = min(lease.ttl for lease in live)
+            due = retry_at if retry_at is not None else (
+                min(lease._state.last_start for lease in live) + shortest / 3)
+            if _compat.wait_event(self._wake, due - time.monotonic()):
                 self._wake.clear()
                 continue
             live = [lease for lease in live if not lease._state.expired()]
@@ -393,7 +340,7 @@ class Session:
                          self.holder, e)
                 with self._lock:
                     self._drop_connection()
-                retry_at = time.monotonic() + min(retry_interval(lease.ttl) for lease in live)
+                retry_at = time.monotonic() + retry_interval(shortest)
                 continue
             retry_at = None
             for lease in live:
@@ -403,7 +350,7 @@ class Session:
                     lease._state.lose("a renewal was refused: the server no longer has the lease")
 
     def _renew(self, live: List[SessionLease]) -> dict:
-        """{(resource, token): renewed} for `live`, one renew_all() per ttl."""
+        """{(resource, token): renewed} for `live`: one renew_all() per ttl."""
         by_ttl: Dict[float, List[SessionLease]] = {}
         for lease in live:
             by_ttl.setdefault(lease.ttl, []).append(lease)
@@ -413,18 +360,254 @@ class Session:
             try:
                 conn = self._connection()
                 for ttl, group in by_ttl.items():
-                    if not self._renew_all_missing:
-                        try:
-                            rows = conn.execute(_sql.RENEW_ALL, (
-                                self.holder, ttl, [lease.resource for lease in group],
-                                [lease.token for lease in group])).fetchall()
-                            results.update({(r, t): renewed for r, t, renewed in rows})
-                            continue
-                        except psycopg.errors.UndefinedFunction:
-                            self._renew_all_missing = True   # an older extension
-                    for lease in group:
-                        results[(lease.resource, lease.token)] = conn.execute(
-                            _sql.RENEW, (lease.resource, self.holder, lease.token, ttl)).fetchone()[0]
+                    for resource, token, renewed in _compat.rows(conn, _sql.RENEW_ALL, (
+                      self.holder, ttl, [lease.resource for lease in group],
+                      [lease.token for lease in group])):
+                        results[(resource, token)] = renewed
             finally:
                 self._in_call = False
         return results
+
+
+class Election:
+    """Leader election on `election` (a lease on the resource of that name,
+    granted by fencing.campaign() in the order candidates asked).
+
+    `campaign(wait)` waits in line and returns the leader's token;
+    `is_leader`, `token`, `lost` (the lease's loss signal) and `check()`
+    tell where this candidate stands, and fenced(conn, election) fences the
+    leader's writes; `leader()` reads fencing.leader() (holder, token) or
+    None; `observe()` watches the election on a connection of its own
+    (LISTEN fencing_election, and a timer at the leader's expiry) and calls
+    `on_new_leader(holder, token)` at each change (holder None: no leader);
+    `resign()` hands the leadership to the next in line.  The leader gets
+    `on_started_leading(token)` and, at its loss or resignation,
+    `on_stopped_leading()`; with `recampaign=True` a leader that lost its
+    leadership (not one that resigned) campaigns again."""
+
+    def __init__(self, conninfo: str, election: str, candidate: Optional[str] = None, *, ttl,
+                 recampaign: bool = False, on_started_leading: Optional[Callable] = None,
+                 on_stopped_leading: Optional[Callable] = None, on_new_leader: Optional[Callable] = None):
+        self.conninfo = conninfo
+        self.election = check_resource(election)
+        self.candidate = check_holder(candidate)
+        self.ttl = seconds(ttl, "ttl", positive=True)
+        self.recampaign = bool(recampaign)
+        self.on_started_leading = on_started_leading
+        self.on_stopped_leading = on_stopped_leading
+        self.on_new_leader = on_new_leader
+        self._lease: Optional[Lease] = None
+        self._closed = False
+        self._resigning = False
+        self._again = None              # the background campaign after a loss
+        self._again_cancel = None
+        self._observer = None
+        self._observe_conn = None
+        self._wake = None
+        self._pending = False
+        self._seen: Optional[Tuple[str, int]] = None
+        self._seen_any = False
+
+    def __enter__(self) -> "Election":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def holder(self) -> str:
+        return self.candidate
+
+    @property
+    def resource(self) -> str:
+        return self.election
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this candidate holds the leadership, by the clock."""
+        lease = self._lease
+        return lease is not None and lease.token is not None and not lease._released \
+            and not lease._state.expired()
+
+    @property
+    def token(self) -> Optional[int]:
+        """The token of this candidate's current or last leadership (None if it never led)."""
+        return self._lease.token if self._lease is not None else None
+
+    @property
+    def lost(self):
+        """The loss signal of the current or last leadership (None if it never led)."""
+        return self._lease.lost if self._lease is not None else None
+
+    def check(self) -> None:
+        """Raises LeaseLost unless this candidate is the leader now."""
+        if self._lease is None:
+            raise LeaseLost(f"not the leader of {self.election}")
+        self._lease.check()
+
+    def remaining(self) -> float:
+        return self._lease.remaining() if self._lease is not None else 0.0
+
+    def campaign(self, wait=FOREVER, cancel=None) -> int:
+        """Waits in line (fencing.campaign) up to `wait` (FOREVER by
+        default; None or 0: a try, LeaseBusy if another leads) and returns
+        the leader's token; LeaseTimeout if the wait passed."""
+        if self._closed:
+            raise LeaseError("the election is closed")
+        if self.is_leader:
+            return self.token
+        self._drop_lost()
+        lease = Lease(self.conninfo, self.election, holder=self.candidate, ttl=self.ttl, wait=wait,
+                      cancel=cancel, _calls=_sql.ELECTION_CALLS)
+        lease._lost_callbacks.append(self._stopped)
+        lease.acquire()
+        self._lease = lease
+        _compat.fire(self.on_started_leading, lease.token)
+        return lease.token
+
+    def _drop_lost(self) -> None:
+        """Releases a leadership that was lost (its keepalive connection with it)."""
+        old = self._lease
+        if old is not None and not old._released:
+            try:
+                old.release()
+            except psycopg.Error as e:
+                log.info("fencing: releasing the lost leadership of %s: %s", self.election, e)
+
+    def _stopped(self) -> None:
+        """The leadership ended (loss or resignation)."""
+        _compat.fire(self.on_stopped_leading)
+        if self.recampaign and not self._closed and not self._resigning:
+            self._again_cancel = _compat.new_event()
+            self._again = _compat.spawn(self._campaign_again, f"fencing campaign {self.election}")
+
+    def _campaign_again(self) -> None:
+        try:
+            self.campaign(FOREVER, self._again_cancel)
+        except LeaseCancelled:       # resign() or close()
+            pass
+        except Exception as e:       # the server gone, say: campaign() again to retry
+            log.warning("fencing: campaigning again in %s failed: %s", self.election, e)
+
+    def resign(self) -> bool:
+        """Gives the leadership up (fencing.resign): True if this candidate
+        led and the server released it; a waiter in line leads next."""
+        self._stop_again()
+        lease = self._lease
+        if lease is None:
+            return False
+        self._resigning = True
+        try:
+            return lease.release()
+        finally:
+            self._resigning = False
+
+    def leader(self) -> Optional[Tuple[str, int]]:
+        """The election's live leader (holder, token) by fencing.leader(), or None."""
+        conn = _compat.connect(self.conninfo, autocommit=True,
+                               application_name=f"fencing leader {self.election}")
+        try:
+            found = _compat.row(conn, _sql.LEADER, (self.election,))
+        finally:
+            _compat.close_quietly(conn)
+        return (found[0], found[1]) if found else None
+
+    def observe(self) -> None:
+        """Starts watching the election (returns at once): on_new_leader at
+        each change, read with fencing.leader() at each notification on
+        channel fencing_election and at the leader's expiry."""
+        if self._observer is not None:
+            return
+        conn = _compat.connect(self.conninfo, autocommit=True,
+                               application_name=f"fencing observe {self.election}")
+        try:
+            conn.execute(_sql.LISTEN)
+        except BaseException:
+            _compat.close_quietly(conn)
+            raise
+        conn.add_notify_handler(self._notified)
+        self._observe_conn = conn
+        self._wake = _compat.Wake()
+        self._observer = _compat.spawn(self._observe, f"fencing observe {self.election}")
+
+    def _notified(self, notify) -> None:
+        if notify.payload == self.election:
+            self._pending = True
+
+    def _observe(self) -> None:
+        conn = self._observe_conn
+        while not self._wake.is_set():
+            self._pending = False
+            try:
+                found = _compat.row(conn, _sql.LEADER, (self.election,))
+            except psycopg.Error as e:
+                if self._wake.is_set():
+                    return
+                log.info("fencing: observing %s: %s; reconnecting", self.election, e)
+                _compat.close_quietly(conn)
+                self._wake.wait(1.0)
+                try:
+                    conn = _compat.connect(self.conninfo, autocommit=True,
+                                           application_name=f"fencing observe {self.election}")
+                    conn.execute(_sql.LISTEN)
+                    conn.add_notify_handler(self._notified)
+                except psycopg.Error:
+                    pass
+                self._observe_conn = conn
+                continue
+            current = (found[0], found[1]) if found else None
+            if current != self._seen or not self._seen_any:
+                self._seen, self._seen_any = current, True
+                _compat.fire(self.on_new_leader, *(current if current else (None, None)))
+            if self._pending:
+                continue
+            # until a notification, or the leader's expiry by the server's clock
+            timeout = max(0.0, found[2]) + 0.05 if found else None
+            _compat.wait_readable(conn, timeout, self._wake)
+
+    def _stop_again(self) -> None:
+        if self._again_cancel is not None:
+            self._again_cancel.set()
+        if self._again is not None and not _compat.current_is(self._again):
+            _compat.join(self._again, self.ttl)
+        self._again = self._again_cancel = None
+
+    def close(self) -> None:
+        """Stops observing and campaigning, and resigns if leading."""
+        if self._closed:
+            return
+        self.resign()
+        self._closed = True
+        if self._observer is not None:
+            self._wake.set()
+            _compat.join(self._observer, 5)
+            _compat.close_quietly(self._observe_conn)
+            self._wake.close()
+            self._observer = self._observe_conn = None
+
+
+@contextmanager
+def fenced(conn: psycopg.Connection, lease_or_token, *,
+           on_stale: Optional[Callable[[StaleTokenError], None]] = None) -> Iterator[psycopg.Cursor]:
+    """Yields a cursor inside a transaction whose token is the lease's (or
+    the plain token given); commits on exit, rolls back on an exception.
+    With a lease (or an Election), checks it on entry and again before
+    COMMIT (LeaseLost, nothing sent once its deadline passed), and bounds the
+    transaction by the lease's remaining time (SET LOCAL
+    idle_in_transaction_session_timeout, and transaction_timeout on
+    PostgreSQL 17+): a holder frozen inside it is ended by the server at its
+    deadline, so it cannot hold the next holder's write up.  A stale refusal
+    calls on_stale(error) (a dead-letter hook), then raises StaleTokenError."""
+    lease, token = begin(conn, lease_or_token)
+    try:
+        with conn.transaction():
+            cursor = conn.cursor()
+            cursor.execute(*opening(conn, lease, token))
+            yield cursor
+            if lease is not None:
+                lease.check()     # raised inside: the transaction rolls back
+    except psycopg.Error as e:
+        mapped = on_refusal(e, on_stale)
+        if mapped is e:
+            raise
+        raise mapped from e
