@@ -21,7 +21,7 @@ OBJS = $(SOURCES:.cpp=.o)
 # (a release's scripts never change once it is out).
 SQL_SOURCES = $(addprefix sql/src/,prologue.sql internal.sql tables.sql registry.sql table_options.sql \
 	guard.sql protect.sql citus.sql ddl.sql leases.sql stats.sql rollout.sql compact.sql \
-	views.sql monitor.sql event_triggers.sql)
+	views.sql election.sql monitor.sql event_triggers.sql)
 UPGRADES = 0.3.0--0.4.0
 DATA = sql/fencing--0.3.0.sql sql/fencing--0.2.0--0.3.0.sql \
 	sql/fencing--0.2.0.sql sql/fencing--0.1.0.sql sql/fencing--0.1.0--0.2.0.sql

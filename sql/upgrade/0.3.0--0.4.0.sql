@@ -108,6 +108,9 @@ COMMENT ON COLUMN fencing.resources.epoch IS
 
 --@include sql/src/views.sql
 
+-- New in 0.4.0: leader election (campaign, resign, leader).
+--@include sql/src/election.sql
+
 -- New in 0.4.0: schema fencing_monitor, what pg_monitor reads.
 --@include sql/src/monitor.sql
 
