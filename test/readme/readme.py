@@ -10,7 +10,10 @@ an example that breaks fails the suite.  test/readme/run calls it for each.
 - ```javascript blocks run with node, with npm's pg installed in a scratch
   directory (FENCING_README_NPM_OPTIONAL=1, set by test/matrix: skipped with
   a note if npm cannot reach its registry, instead of failing).
-- ```java blocks are compiled and run with Debian's PgJDBC and Spring JDBC.
+- ```java blocks are compiled and run with Debian's PgJDBC and Spring JDBC; a
+  block that imports the Java client (io.github.fencing) gets it compiled from
+  clients/java/src/main/java with javac against that PgJDBC (no Maven, no
+  network: it works in test/matrix's chroots too).
 - ```sh and ```text blocks are commands and output shown to the reader (the
   quick start's commands are what CI runs); they are not run here.  A block
   that cannot run on its own (SQL for another setup, such as Citus; a
@@ -121,6 +124,11 @@ def run_program(kind, code, number, scratch, env):
         jars = ":".join(os.path.join("/usr/share/java", j) for j in (
             "postgresql.jar", "spring3-jdbc.jar", "spring3-core.jar", "spring3-beans.jar",
             "spring3-transaction.jar", "commons-logging.jar"))
+        if "io.github.fencing" in code:
+            client, failure = java_client(scratch, jars)
+            if failure:
+                return [f"block {number} (java): {failure}"]
+            jars += ":" + client
         compiled = subprocess.run(["javac", "-cp", jars, "-d", directory,
                                    os.path.join(directory, name + ".java")],
                                   capture_output=True, text=True)
@@ -133,6 +141,28 @@ def run_program(kind, code, number, scratch, env):
     if result.returncode != 0:
         return [f"block {number} ({kind}) exited {result.returncode}:\n{result.stdout}{result.stderr}"]
     return []
+
+
+def java_client(scratch, jars):
+    """The Java client's classes, compiled once per document from its sources
+    (clients/java/src/main/java) against Debian's PgJDBC: (directory, None),
+    or (None, the reason it does not build)."""
+    out = os.path.join(scratch, "java-client")
+    if os.path.isdir(out):
+        return out, None
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sources = []
+    for top, _, files in os.walk(os.path.join(root, "clients", "java", "src", "main", "java")):
+        sources += [os.path.join(top, f) for f in files if f.endswith(".java")]
+    if not sources:
+        return None, "the Java client's sources (clients/java/src/main/java) are missing"
+    os.makedirs(out + ".tmp", exist_ok=True)
+    compiled = subprocess.run(["javac", "--release", "17", "-nowarn", "-cp", jars, "-d", out + ".tmp"] + sources,
+                              capture_output=True, text=True)
+    if compiled.returncode != 0:
+        return None, f"the Java client does not build with {jars.split(':')[0]}:\n{compiled.stderr}"
+    os.rename(out + ".tmp", out)
+    return out, None
 
 
 # npm's errors when the registry cannot be reached (DNS, refused, timeouts,

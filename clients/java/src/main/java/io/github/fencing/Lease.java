@@ -96,6 +96,7 @@ public final class Lease implements AutoCloseable {
      */
     public static Lease acquire(ConnectionSource source, String resource, String holder, Duration ttl,
             Duration wait) throws SQLException {
+        Session.checkArguments(resource, ttl, wait);
         Session session = Session.open(source, holder, true);
         try {
             Lease lease = session.lease(resource, ttl, wait);
@@ -115,6 +116,7 @@ public final class Lease implements AutoCloseable {
      */
     public static CompletableFuture<Lease> acquireAsync(ConnectionSource source, String resource, String holder,
             Duration ttl, Duration wait) throws SQLException {
+        Session.checkArguments(resource, ttl, wait);
         Session session = Session.open(source, holder, true);
         Session.Pending p;
         try {

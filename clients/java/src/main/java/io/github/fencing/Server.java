@@ -90,9 +90,14 @@ final class Server {
         String h = host;
         if (h == null) {
             try {
-                h = InetAddress.getLocalHost().getHostName();
+                // the kernel's host name (gethostname()), as libc and other clients see it
+                h = java.nio.file.Files.readString(java.nio.file.Path.of("/proc/sys/kernel/hostname")).trim();
             } catch (Exception e) {
-                h = System.getenv().getOrDefault("HOSTNAME", "localhost");
+                try {
+                    h = InetAddress.getLocalHost().getHostName();
+                } catch (Exception x) {
+                    h = System.getenv().getOrDefault("HOSTNAME", "localhost");
+                }
             }
             if (h == null || h.isEmpty()) {
                 h = "localhost";

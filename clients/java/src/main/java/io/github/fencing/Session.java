@@ -208,6 +208,16 @@ public final class Session implements AutoCloseable {
     }
 
     private void check(String resource, Duration ttl, Duration wait) {
+        checkArguments(resource, ttl, wait);
+        synchronized (this) {
+            if (closed) {
+                throw new IllegalStateException("session of \"" + holder + "\" is closed");
+            }
+        }
+    }
+
+    /** NullPointerException, IllegalArgumentException for bad arguments, before anything is sent. */
+    static void checkArguments(String resource, Duration ttl, Duration wait) {
         Objects.requireNonNull(resource, "resource");
         Objects.requireNonNull(ttl, "ttl");
         if (ttl.isNegative() || ttl.isZero()) {
@@ -215,11 +225,6 @@ public final class Session implements AutoCloseable {
         }
         if (wait != null && wait.isNegative()) {
             throw new IllegalArgumentException("wait must not be negative: " + wait);
-        }
-        synchronized (this) {
-            if (closed) {
-                throw new IllegalStateException("session of \"" + holder + "\" is closed");
-            }
         }
     }
 
@@ -368,10 +373,11 @@ public final class Session implements AutoCloseable {
 
         @Override
         public boolean cancel(boolean mayInterruptIfRunning) {
-            boolean cancelled = super.cancel(mayInterruptIfRunning);
-            if (!cancelled) {
-                return false;
+            if (isDone()) {
+                return isCancelled();
             }
+            // Stop the call first: the future completes once it has ended (a grant that came
+            // meanwhile completes it with the lease, and the cancel returns false).
             stop = true;
             boolean interrupted = false;
             while (ended.getCount() > 0) {
@@ -389,10 +395,11 @@ public final class Session implements AutoCloseable {
                     interrupted = true;
                 }
             }
+            boolean cancelled = super.cancel(mayInterruptIfRunning) || isCancelled();
             if (interrupted) {
                 Thread.currentThread().interrupt();
             }
-            return true;
+            return cancelled;
         }
     }
 

@@ -111,9 +111,9 @@ public final class Worker {
                 try {
                     l = f.get(seconds(r.get("timeout")).toNanos(), TimeUnit.NANOSECONDS);
                 } catch (TimeoutException e) {
-                    throw new IllegalStateException("pending");
+                    throw new Answer("pending");
                 } catch (CancellationException e) {
-                    throw new IllegalStateException("cancelled");
+                    throw new Answer("cancelled");
                 } catch (ExecutionException e) {
                     throw e.getCause() instanceof Exception x ? x : e;
                 }
@@ -516,6 +516,15 @@ public final class Worker {
         sessions.clear();
     }
 
+    /** An "Other" answer whose message is the protocol's word ("pending"). */
+    private static final class Answer extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        Answer(String message) {
+            super(message);
+        }
+    }
+
     private static Map<String, Object> ok() {
         Map<String, Object> a = new LinkedHashMap<>();
         a.put("ok", true);
@@ -542,7 +551,8 @@ public final class Worker {
             name = "Other";
         }
         a.put("error", name);
-        a.put("message", name.equals("Other") ? e.getClass().getName() + ": " + e.getMessage() : e.getMessage());
+        a.put("message", name.equals("Other") && !(e instanceof Answer) ? e.getClass().getName() + ": " + e.getMessage()
+                : e.getMessage());
         if (e instanceof FencingTokenException f) {
             a.put("table", f.table());
             a.put("column", f.column());
