@@ -47,6 +47,12 @@ AS $$ BEGIN PERFORM attacker.sp_fire('convert_from'); RETURN pg_catalog.convert_
 CREATE FUNCTION attacker.date_part(a text, b timestamptz) RETURNS double precision LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$ BEGIN PERFORM attacker.sp_fire('date_part'); RETURN pg_catalog.date_part(a, b); END $$;
 
+-- What campaign() and resign() call (they run with the caller's rights).
+CREATE FUNCTION attacker.pg_notify(a text, b text) RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN PERFORM attacker.sp_fire('pg_notify'); PERFORM pg_catalog.pg_notify(a, b); END $$;
+CREATE FUNCTION attacker.octet_length(a text) RETURNS integer LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN PERFORM attacker.sp_fire('octet_length'); RETURN pg_catalog.octet_length(a); END $$;
+
 -- Aggregates: max(bigint), string_agg(text, text), array_agg(bigint).
 CREATE FUNCTION attacker.sp_max_step(s bigint, v bigint) RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$ BEGIN PERFORM attacker.sp_fire('max'); RETURN pg_catalog.greatest(s, v); END $$;

@@ -287,6 +287,19 @@ SELECT fencing.release('order:2', 'worker-c', :newer) AS released;
 SELECT fencing.release('order:1', 'worker-a', value) AS released_the_old_lease FROM facts WHERE name = 'live';
 SELECT fencing.acquire('order:1', 'worker-c', '1 hour') > :after_expiry AS taken_over;
 SELECT resource, holder, live FROM fencing.leases ORDER BY resource;
+-- New in 0.4.0: leader election.  An election is a lease, those 0.3.0
+-- left included: leader() shows the live lease of order:1, a campaign of
+-- another candidate is refused, resign() hands it over to the next one.
+SELECT holder, token = (SELECT token FROM fencing.leases WHERE resource = 'order:1') AS its_token
+FROM fencing.leader('order:1');
+SELECT count(*) AS leaders FROM fencing.leader('order:2');
+SELECT fencing.campaign('order:1', 'worker-d', '1 hour') IS NULL AS campaign_refused;
+SELECT fencing.resign('order:1', 'worker-c', token) AS resigned FROM fencing.leader('order:1');
+SELECT fencing.campaign('order:1', 'worker-d', '1 hour', '1 s') > :after_expiry AS campaign_granted;
+SELECT holder FROM fencing.leader('order:1');
+SELECT has_function_privilege('public', 'fencing.campaign(text, text, interval, interval)', 'EXECUTE')
+       AND has_function_privilege('public', 'fencing.resign(text, text, bigint)', 'EXECUTE')
+       AND has_function_privilege('public', 'fencing.leader(text)', 'EXECUTE') AS public_may;
 SELECT fencing.fence('order:3', 41);
 \echo :LAST_ERROR_SQLSTATE
 SELECT fencing.fence('order:3', 43) AS previous_mark;
