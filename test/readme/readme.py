@@ -13,7 +13,8 @@ an example that breaks fails the suite.  test/readme/run calls it for each.
 - ```java blocks are compiled and run with Debian's PgJDBC and Spring JDBC; a
   block that imports the Java client (io.github.fencing) gets it compiled from
   clients/java/src/main/java with javac against that PgJDBC (no Maven, no
-  network: it works in test/matrix's chroots too).
+  network: it works in test/matrix's chroots too); they connect over TCP on
+  127.0.0.1 when PGHOST is a socket directory.
 - ```sh and ```text blocks are commands and output shown to the reader (the
   quick start's commands are what CI runs); they are not run here.  A block
   that cannot run on its own (SQL for another setup, such as Citus; a
@@ -135,6 +136,11 @@ def run_program(kind, code, number, scratch, env):
         if compiled.returncode != 0:
             return [f"block {number} (java) does not compile:\n{compiled.stderr}"]
         command = ["java", "-cp", jars + ":" + directory, name]
+        if os.path.isdir(env.get("PGHOST", "")):
+            # PgJDBC speaks TCP (a socket directory would need junixsocket, which
+            # Debian's PgJDBC does not bring): the clusters of test/check and
+            # test/matrix listen on 127.0.0.1 too.
+            env = dict(env, PGHOST="127.0.0.1")
     result = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True,
                             timeout=120)
     sys.stdout.write(result.stdout)
