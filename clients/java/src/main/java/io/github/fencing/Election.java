@@ -173,6 +173,11 @@ public final class Election implements AutoCloseable {
             // completed: lost; cancelled: released (resign), reported by resign()
             if (e == null) {
                 stopped(l);
+                try {
+                    l.release(); // lost: drop it from the session (and resign, if the server still had it)
+                } catch (SQLException x) {
+                    Session.LOG.log(System.Logger.Level.DEBUG, "fencing: election " + name + ": resign after a loss failed", x);
+                }
                 if (recampaign && !closed) {
                     try {
                         start(Lease.FOREVER);

@@ -116,6 +116,22 @@ class ElectionTest {
         assertTrue(new Election(source, election, Duration.ofSeconds(1)).leader().isEmpty(), "closed: resigned");
     }
 
+    @Test
+    void anObserverSeesAnExpiryWithoutANotification() throws Exception {
+        Recorder ro = new Recorder();
+        // a leader that never renews: its lease expires, and no one is notified of that
+        long token = ((Number) Db.one(admin, "SELECT fencing.campaign('" + election + "', 'java38-frozen', interval '1 second')"))
+                .longValue();
+        try (Election o = new Election(source, election, Duration.ofSeconds(1)).listener(ro)) {
+            o.observe();
+            until("the observer saw the leader", () -> ro.get().equals(List.of("leader java38-frozen " + token)), 1000);
+            long t0 = System.nanoTime();
+            until("the observer saw the expiry", () -> ro.get().contains("leader null null"), 2000);
+            assertTrue(System.nanoTime() - t0 < TimeUnit.MILLISECONDS.toNanos(1500), "at the leader's expires_at");
+            assertTrue(o.leader().isEmpty());
+        }
+    }
+
     /** A leader (with or without recampaign) whose leadership the server releases behind it. */
     private void loseLeadership(boolean recampaign, Check after) throws Exception {
         Recorder r = new Recorder();
