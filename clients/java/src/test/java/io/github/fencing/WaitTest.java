@@ -298,6 +298,22 @@ class WaitTest {
     }
 
     @Test
+    void aLossOnTheClientsClockStillSendsTheRelease() throws Exception {
+        LeaseTest.FlakySource flaky = new LeaseTest.FlakySource();
+        LeaseTest.source = source;
+        Lease l = Lease.acquire(flaky, resource, "java38-c", Duration.ofSeconds(1));
+        flaky.down.set(true); // renewals cannot reconnect: the deadline passes on the client's clock
+        Db.exec(admin, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                + " WHERE application_name = 'fencing keepalive java38-c'");
+        l.lost().get(3, TimeUnit.SECONDS);
+        flaky.down.set(false);
+        int before = flaky.connects.get();
+        l.release(); // true or false (the server's lease may have expired already): sent, never thrown
+        assertTrue(flaky.connects.get() > before, "the release was sent on a new connection");
+        assertEquals("false", row(resource)[2]);
+    }
+
+    @Test
     void sessionRenewsEveryLeaseAtAThirdOfTheShortestTtl() throws Exception {
         try (Session s = Session.open(source, "java38-s")) {
             Lease shortLease = s.lease(resource + ":short", Duration.ofSeconds(1));
