@@ -129,7 +129,8 @@ public final class Election implements AutoCloseable {
      * Campaigns: waits in order (first come, first served) up to {@code wait} until this candidate
      * leads ({@link Lease#FOREVER}: until it leads; null or zero: a try, {@link LeaseBusyException}
      * if another leads), and returns the leadership, a {@link Lease}. An interrupt cancels the
-     * server's call ({@link LeaseCancelledException}).
+     * server's call ({@link LeaseCancelledException}). {@link IllegalStateException} if this
+     * candidate leads already or a campaign of it is waiting.
      */
     public Lease campaign(Duration wait) throws SQLException {
         return Session.await(start(wait), name);
@@ -152,6 +153,10 @@ public final class Election implements AutoCloseable {
         }
         if (isLeader()) {
             throw new IllegalStateException("already the leader of " + name);
+        }
+        CompletableFuture<Lease> c = campaigning;
+        if (c != null && !c.isDone()) {
+            throw new IllegalStateException("a campaign of " + candidate + " in " + name + " is waiting already");
         }
         Session.Pending p = session().start(name, ttl, wait, true, false, this::granted);
         campaigning = p;

@@ -86,6 +86,8 @@ class ElectionTest {
             assertEquals(List.of("started " + la.token()), ra.get());
             assertThrows(LeaseBusyException.class, () -> b.campaign(Duration.ZERO));
             CompletableFuture<Lease> fb = b.campaignAsync(Lease.FOREVER);
+            assertThrows(IllegalStateException.class, () -> b.campaign(Duration.ZERO), "one campaign at a time");
+            assertThrows(IllegalStateException.class, () -> a.campaign(Lease.FOREVER), "leads already");
             Thread.sleep(300);
             assertFalse(fb.isDone());
             assertFalse(b.isLeader());
