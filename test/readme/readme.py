@@ -12,7 +12,11 @@ an example that breaks fails the suite.  test/readme/run calls it for each.
   npm pack: @fencing/client) installed in a scratch directory
   (FENCING_README_NPM_OPTIONAL=1, set by test/matrix: skipped with a note if
   npm cannot reach its registry, instead of failing).
-- ```java blocks are compiled and run with Debian's PgJDBC and Spring JDBC.
+- ```java blocks are compiled and run with Debian's PgJDBC and Spring JDBC; a
+  block that imports the Java client (io.github.fencing) gets it compiled from
+  clients/java/src/main/java with javac against that PgJDBC (no Maven, no
+  network: it works in test/matrix's chroots too); they connect over TCP on
+  127.0.0.1 when PGHOST is a socket directory.
 - ```go blocks are not run here (machines such as test/matrix's chroots have
   no Go): clients/go/readme_test.go runs them, in `go test` under
   clients/run, which fails rather than skips without a server.
@@ -126,18 +130,50 @@ def run_program(kind, code, number, scratch, env):
         jars = ":".join(os.path.join("/usr/share/java", j) for j in (
             "postgresql.jar", "spring3-jdbc.jar", "spring3-core.jar", "spring3-beans.jar",
             "spring3-transaction.jar", "commons-logging.jar"))
+        if "io.github.fencing" in code:
+            client, failure = java_client(scratch, jars)
+            if failure:
+                return [f"block {number} (java): {failure}"]
+            jars += ":" + client
         compiled = subprocess.run(["javac", "-cp", jars, "-d", directory,
                                    os.path.join(directory, name + ".java")],
                                   capture_output=True, text=True)
         if compiled.returncode != 0:
             return [f"block {number} (java) does not compile:\n{compiled.stderr}"]
         command = ["java", "-cp", jars + ":" + directory, name]
+        if os.path.isdir(env.get("PGHOST", "")):
+            # PgJDBC speaks TCP (a socket directory would need junixsocket, which
+            # Debian's PgJDBC does not bring): the clusters of test/check and
+            # test/matrix listen on 127.0.0.1 too.
+            env = dict(env, PGHOST="127.0.0.1")
     result = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True,
                             timeout=120)
     sys.stdout.write(result.stdout)
     if result.returncode != 0:
         return [f"block {number} ({kind}) exited {result.returncode}:\n{result.stdout}{result.stderr}"]
     return []
+
+
+def java_client(scratch, jars):
+    """The Java client's classes, compiled once per document from its sources
+    (clients/java/src/main/java) against Debian's PgJDBC: (directory, None),
+    or (None, the reason it does not build)."""
+    out = os.path.join(scratch, "java-client")
+    if os.path.isdir(out):
+        return out, None
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sources = []
+    for top, _, files in os.walk(os.path.join(root, "clients", "java", "src", "main", "java")):
+        sources += [os.path.join(top, f) for f in files if f.endswith(".java")]
+    if not sources:
+        return None, "the Java client's sources (clients/java/src/main/java) are missing"
+    os.makedirs(out + ".tmp", exist_ok=True)
+    compiled = subprocess.run(["javac", "--release", "17", "-nowarn", "-cp", jars, "-d", out + ".tmp"] + sources,
+                              capture_output=True, text=True)
+    if compiled.returncode != 0:
+        return None, f"the Java client does not build with {jars.split(':')[0]}:\n{compiled.stderr}"
+    os.rename(out + ".tmp", out)
+    return out, None
 
 
 # npm's errors when the registry cannot be reached (DNS, refused, timeouts,

@@ -81,13 +81,20 @@ public interface ConnectionSource {
     }
 
     /**
-     * Connections described by libpq's environment: {@code PGHOST} (default localhost; a
-     * directory is not supported: use TCP), {@code PGPORT} (5432), {@code PGDATABASE},
-     * {@code PGUSER} and {@code PGPASSWORD}.
+     * Connections described by libpq's environment: {@code PGHOST} (default localhost),
+     * {@code PGPORT} (5432), {@code PGDATABASE}, {@code PGUSER} and {@code PGPASSWORD}. A
+     * {@code PGHOST} that is a directory (a Unix socket, as libpq takes it) connects to
+     * {@code <dir>/.s.PGSQL.<port>} through junixsocket
+     * ({@code com.kohlschutter.junixsocket:junixsocket-core}, an optional dependency: add it to your
+     * project) as PgJDBC's {@code socketFactory}; without it on the class path, such a
+     * {@code PGHOST} is refused ({@link IllegalArgumentException}) saying so.
      */
     static ConnectionSource fromEnvironment() {
         return fromEnvironment(System.getenv());
     }
+
+    /** The socket factory PgJDBC uses for a Unix socket: junixsocket's. */
+    String UNIX_SOCKET_FACTORY = "org.newsclub.net.unix.AFUNIXSocketFactory$FactoryArg";
 
     /** As {@link #fromEnvironment()}, from the given variables. */
     static ConnectionSource fromEnvironment(Map<String, String> env) {
@@ -95,20 +102,39 @@ public interface ConnectionSource {
         if (host.isEmpty()) {
             host = "localhost";
         }
-        if (host.startsWith("/") || host.startsWith("@")) {
-            throw new IllegalArgumentException("PGHOST names a socket directory (" + host
-                    + "); PgJDBC connects over TCP: set PGHOST to a host name or address");
-        }
-        if (host.contains(":") && !host.startsWith("[")) {
-            host = "[" + host + "]";
+        if (host.contains(",")) {
+            host = host.substring(0, host.indexOf(','));
         }
         String port = env.getOrDefault("PGPORT", "5432");
+        if (port.isEmpty()) {
+            port = "5432";
+        }
         String user = env.getOrDefault("PGUSER", System.getProperty("user.name"));
         String database = env.getOrDefault("PGDATABASE", user);
         Properties p = new Properties();
         p.setProperty("user", user);
         if (env.containsKey("PGPASSWORD")) {
             p.setProperty("password", env.get("PGPASSWORD"));
+        }
+        if (host.startsWith("@")) {
+            throw new IllegalArgumentException("PGHOST names an abstract socket (" + host
+                    + "), which this client does not support: set PGHOST to a socket directory or a host");
+        }
+        if (host.startsWith("/")) {
+            try {
+                Class.forName(UNIX_SOCKET_FACTORY, false, ConnectionSource.class.getClassLoader());
+            } catch (ClassNotFoundException e) {
+                throw new IllegalArgumentException("PGHOST names a socket directory (" + host
+                        + "): add com.kohlschutter.junixsocket:junixsocket-core to the class path"
+                        + " (PgJDBC connects to a Unix socket through it), or set PGHOST to a host name");
+            }
+            p.setProperty("socketFactory", UNIX_SOCKET_FACTORY);
+            p.setProperty("socketFactoryArg", host.replaceAll("/+$", "") + "/.s.PGSQL." + port);
+            p.setProperty("sslmode", "disable");
+            return url("jdbc:postgresql://localhost:" + port + "/" + database, p);
+        }
+        if (host.contains(":") && !host.startsWith("[")) {
+            host = "[" + host + "]";
         }
         return url("jdbc:postgresql://" + host + ":" + port + "/" + database, p);
     }

@@ -17,8 +17,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * third of its TTL, and releases on {@link #close()}, so try-with-resources scopes it:
  *
  * <pre>{@code
- * try (Lease lease = Lease.acquire(source, "order:101", "worker-a", Duration.ofSeconds(10))) {
- *     Fencing.fenced(conn, lease, c -> ...);
+ * try (Lease lease = Lease.acquire(source, "order:101", Duration.ofSeconds(10), Lease.FOREVER)) {
+ *     Fencing.update(conn, lease, "UPDATE orders SET status = 'paid' WHERE id = ?", 101);
  * }
  * }</pre>
  *
@@ -30,6 +30,12 @@ import java.util.concurrent.atomic.AtomicInteger;
  * the moment it runs again. Failed renewals are retried, reconnecting, until the deadline.
  */
 public final class Lease implements AutoCloseable {
+    /**
+     * A wait that lasts until the lease is granted (or the waiting thread is interrupted, or the
+     * future cancelled): repeated server-side waits of at most an hour each, never polling.
+     */
+    public static final Duration FOREVER = Duration.ofSeconds(Long.MAX_VALUE, 999_999_999);
+
     static final String DEADLINE_PASSED = "its deadline passed without an acknowledged renewal";
     static final String RENEWAL_REFUSED = "the renewal was refused (expired, released or granted to another holder)";
 
@@ -40,6 +46,7 @@ public final class Lease implements AutoCloseable {
     private final String resource;
     private final long token;
     private final Duration ttl;
+    private final boolean election;
     final long ttlNanos;
     private volatile boolean ownsSession;
     private volatile long lastStart;
@@ -49,8 +56,9 @@ public final class Lease implements AutoCloseable {
     private final CompletableFuture<Void> lost = new CompletableFuture<>();
     private ScheduledFuture<?> deadlineCheck; // guarded by this
 
-    Lease(Session session, String resource, long token, Duration ttl, long start) {
+    Lease(Session session, String resource, long token, Duration ttl, long start, boolean election) {
         this.session = session;
+        this.election = election;
         this.resource = resource;
         this.token = token;
         this.ttl = ttl;
@@ -59,31 +67,77 @@ public final class Lease implements AutoCloseable {
         this.deadline = start + ttlNanos;
     }
 
-    /** Acquires the lease if no live lease holds {@code resource}, else {@link LeaseTimeoutException}. */
+    /**
+     * Acquires the lease if no live lease holds {@code resource}, else {@link LeaseBusyException}
+     * (and {@link LeaseAlreadyHeldException} if {@code holder} holds it already).
+     */
     public static Lease acquire(ConnectionSource source, String resource, String holder, Duration ttl)
             throws SQLException {
         return acquire(source, resource, holder, ttl, null);
     }
 
     /**
-     * Acquires the lease, waiting up to {@code wait} (null or zero: do not wait) behind the
-     * holders before it (first come, first served). Throws {@link LeaseTimeoutException} if it
-     * was not granted, {@link LeaseAlreadyHeldException} if {@code holder} holds it already.
+     * Acquires the lease for a holder name of its own ({@code <host>:<pid>:<random>},
+     * {@link #holder()}), waiting up to {@code wait}: see
+     * {@link #acquire(ConnectionSource, String, String, Duration, Duration)}.
+     */
+    public static Lease acquire(ConnectionSource source, String resource, Duration ttl, Duration wait)
+            throws SQLException {
+        return acquire(source, resource, null, ttl, wait);
+    }
+
+    /**
+     * Acquires the lease, waiting up to {@code wait} behind the holders before it (first come,
+     * first served): null or zero is a try ({@link LeaseBusyException} if another holder has it),
+     * {@link #FOREVER} waits until granted, another duration throws {@link LeaseTimeoutException}
+     * once it passed. {@link LeaseAlreadyHeldException} if {@code holder} holds it already.
+     * {@code holder} null: a name of its own ({@link Fencing#defaultHolder()}). An interrupt of
+     * the waiting thread cancels the server's call and throws {@link LeaseCancelledException}.
      */
     public static Lease acquire(ConnectionSource source, String resource, String holder, Duration ttl,
             Duration wait) throws SQLException {
+        Session.checkArguments(resource, ttl, wait);
         Session session = Session.open(source, holder, true);
         try {
             Lease lease = session.lease(resource, ttl, wait);
             lease.ownsSession = true;
             return lease;
         } catch (SQLException | RuntimeException | Error e) {
-            try {
-                session.close();
-            } catch (SQLException suppressed) {
-                e.addSuppressed(suppressed);
-            }
+            closeQuietly(session, e);
             throw e;
+        }
+    }
+
+    /**
+     * As {@link #acquire(ConnectionSource, String, String, Duration, Duration)} in the background
+     * (the connection is opened before it returns). {@code cancel()} of the future cancels the
+     * server's call and returns once it has ended, so that nothing stays queued; it returns false
+     * if the lease had been granted already.
+     */
+    public static CompletableFuture<Lease> acquireAsync(ConnectionSource source, String resource, String holder,
+            Duration ttl, Duration wait) throws SQLException {
+        Session.checkArguments(resource, ttl, wait);
+        Session session = Session.open(source, holder, true);
+        Session.Pending p;
+        try {
+            p = session.leaseAsyncOwned(resource, ttl, wait);
+        } catch (RuntimeException | Error e) {
+            closeQuietly(session, e);
+            throw e;
+        }
+        p.whenComplete((l, e) -> {
+            if (e != null) {
+                closeQuietly(session, e);
+            }
+        });
+        return p;
+    }
+
+    private static void closeQuietly(Session session, Throwable e) {
+        try {
+            session.close();
+        } catch (SQLException suppressed) {
+            e.addSuppressed(suppressed);
         }
     }
 
@@ -92,14 +146,17 @@ public final class Lease implements AutoCloseable {
         return token;
     }
 
+    /** The resource of the lease (an election's name for a leadership). */
     public String resource() {
         return resource;
     }
 
+    /** The holder the lease was granted to: the one given, or the generated default. */
     public String holder() {
         return session.holder();
     }
 
+    /** The lease's TTL, the one each renewal asks for. */
     public Duration ttl() {
         return ttl;
     }
@@ -143,6 +200,11 @@ public final class Lease implements AutoCloseable {
         return lostReason != null;
     }
 
+    /** The exception of this lease's loss (call when lost). */
+    LeaseLostException lostException() {
+        return new LeaseLostException(resource, token, lostReason == null ? "it was released" : lostReason);
+    }
+
     /** Throws {@link LeaseLostException} if the lease is lost or released; else returns. */
     public void check() throws LeaseLostException {
         if (isLost()) {
@@ -154,8 +216,11 @@ public final class Lease implements AutoCloseable {
     }
 
     /**
-     * Releases the lease ({@code fencing.release}) and stops its keepalive. Returns what the server
-     * answered: false if the lease was already lost, or was released before.
+     * Releases the lease ({@code fencing.release}; {@code fencing.resign} for a leadership) and
+     * stops its keepalive. Returns what the server answered: true if it had the lease and released
+     * it, false if the lease was already lost (or was released before). It never throws for a lost
+     * lease, and still sends the release after a loss seen on the client's clock only; an error of
+     * the connection is thrown (a {@link SQLException}).
      */
     public boolean release() throws SQLException {
         boolean wasLost;
@@ -195,6 +260,14 @@ public final class Lease implements AutoCloseable {
 
     boolean isClosed() {
         return closed;
+    }
+
+    boolean isElection() {
+        return election;
+    }
+
+    void ownsSession() {
+        ownsSession = true;
     }
 
     long lastStart() {
@@ -273,8 +346,13 @@ public final class Lease implements AutoCloseable {
                 deadlineCheck.cancel(false);
             }
         }
-        Session.LOG.log(System.Logger.Level.WARNING, "fencing: {0} lost: {1}", this, reason);
+        Session.LOG.log(System.Logger.Level.WARNING, lossLine(resource, holder(), token, reason));
         NOTIFIER.execute(() -> lost.complete(null));
+    }
+
+    /** The loss log line, the same words in every client. */
+    static String lossLine(String resource, String holder, long token, String reason) {
+        return "fencing: lease on " + resource + " lost (holder " + holder + ", token " + token + "): " + reason;
     }
 
     private static ScheduledThreadPoolExecutor timer() {

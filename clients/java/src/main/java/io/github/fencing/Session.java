@@ -6,6 +6,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.SQLWarning;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -13,20 +14,28 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
  * One holder's leases on many resources, kept alive together on one keepalive connection
- * ({@code application_name} {@code fencing keepalive <holder>}) by one daemon thread: the leases
- * of one TTL are renewed by one {@code fencing.renew_all()} call when the first of them reaches a
- * third of its TTL. {@link #close()} releases every lease of the session.
+ * ({@code application_name} {@code fencing keepalive <holder>}) by one daemon thread. Each lease
+ * has its own TTL; the session renews every lease it holds at a third of the shortest TTL among
+ * them (one {@code fencing.renew_all()} call per distinct TTL). {@link #close()} releases every
+ * lease of the session.
  *
  * <pre>{@code
- * try (Session session = Session.open(source, "worker-a")) {
+ * try (Session session = Session.open(source)) {   // holder: host:pid:random
  *     Lease a = session.lease("order:101", Duration.ofSeconds(10));
  *     Lease b = session.lease("order:102", Duration.ofSeconds(10), Duration.ofSeconds(5));
  *     ...
@@ -48,7 +57,14 @@ public final class Session implements AutoCloseable {
     private static final String RENEW = "SELECT fencing.renew(?, ?, ?, ? * interval '1 microsecond')";
     private static final String RENEW_ALL = "SELECT resource, token, renewed"
             + " FROM fencing.renew_all(?, ? * interval '1 microsecond', ?::text[], ?::bigint[])";
+    private static final String CAMPAIGN_WAIT =
+            "SELECT fencing.campaign(?, ?, ? * interval '1 microsecond', ? * interval '1 microsecond')";
+    private static final String CAMPAIGN = "SELECT fencing.campaign(?, ?, ? * interval '1 microsecond')";
     private static final String RELEASE = "SELECT fencing.release(?, ?, ?)";
+    private static final String RESIGN = "SELECT fencing.resign(?, ?, ?)";
+    /** The longest single server-side wait: a longer one is a repetition of these. */
+    static final Duration CHUNK = Duration.ofHours(1);
+    private static final ExecutorService WAITS = Executors.newCachedThreadPool(Lease.daemon("fencing-wait"));
     private static final Pattern TOKEN_IN_NOTICE = Pattern.compile("with token (\\d+)$");
     private static final Executor DIRECT = Runnable::run;
     private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(10);
@@ -59,7 +75,7 @@ public final class Session implements AutoCloseable {
 
     private final ReentrantLock io = new ReentrantLock();
     private Connection connection; // guarded by io
-    private boolean renewAllMissing; // guarded by io
+    private boolean checked; // guarded by io: the server's version was checked
 
     private final List<Lease> leases = new ArrayList<>(); // guarded by this
     private boolean closed; // guarded by this
@@ -72,18 +88,27 @@ public final class Session implements AutoCloseable {
     private Session(ConnectionSource source, String holder, boolean single) {
         this.single = single;
         this.source = Objects.requireNonNull(source, "source");
-        this.holder = Objects.requireNonNull(holder, "holder");
-        if (holder.isEmpty()) {
+        this.holder = holder == null ? Server.defaultHolder() : holder;
+        if (this.holder.isEmpty()) {
             throw new IllegalArgumentException("holder is empty");
         }
-        this.applicationName = "fencing keepalive " + holder;
+        this.applicationName = "fencing keepalive " + this.holder;
         this.keeper = new Thread(this::keep, applicationName);
         this.keeper.setDaemon(true);
     }
 
-    /** Opens a session for {@code holder} and its keepalive connection. */
+    /**
+     * Opens a session for {@code holder} (null: a new {@code <host>:<pid>:<random>}, see
+     * {@link Fencing#defaultHolder()}) and its keepalive connection. Throws
+     * {@link UnsupportedServerException} if the database's extension is older than 0.4.0.
+     */
     public static Session open(ConnectionSource source, String holder) throws SQLException {
         return open(source, holder, false);
+    }
+
+    /** Opens a session with a holder name of its own ({@link Fencing#defaultHolder()}). */
+    public static Session open(ConnectionSource source) throws SQLException {
+        return open(source, null, false);
     }
 
     /** {@code single}: the private session of one {@link Lease}, whose waits may use the keepalive connection. */
@@ -99,22 +124,100 @@ public final class Session implements AutoCloseable {
         return s;
     }
 
+    /** The holder name of the session's leases (given, or generated). */
     public String holder() {
         return holder;
     }
 
-    /** Acquires a lease on {@code resource} if none is live, else {@link LeaseTimeoutException}. */
+    /** Acquires a lease on {@code resource} if none is live, else {@link LeaseBusyException}. */
     public Lease lease(String resource, Duration ttl) throws SQLException {
         return lease(resource, ttl, null);
     }
 
     /**
-     * Acquires a lease on {@code resource}, waiting up to {@code wait} (null or zero: do not
-     * wait). The lease belongs to the session: closing it releases it, closing the session
-     * releases all. A wait runs on a short-lived connection of its own, so that it holds up
-     * neither the renewals of the session's leases nor other acquires.
+     * Acquires a lease on {@code resource} with its own {@code ttl}, waiting up to {@code wait}
+     * behind the holders before it (first come, first served): null or zero is a try
+     * ({@link LeaseBusyException} if another holder has it), {@link Lease#FOREVER} waits until
+     * granted, any other positive duration throws {@link LeaseTimeoutException} once it passed.
+     * A long wait is a repetition of server-side waits of at most an hour, never polling.
+     * {@link Thread#interrupt()} of the waiting thread cancels the server's call (a cancel
+     * request), waits for it to end, and throws {@link LeaseCancelledException}: nothing stays
+     * queued. The lease belongs to the session: closing it releases it, closing the session
+     * releases all. A wait runs on a short-lived connection of its own while the session has
+     * leases to renew, so that it holds up neither their renewals nor other acquires.
      */
     public Lease lease(String resource, Duration ttl, Duration wait) throws SQLException {
+        return lease(resource, ttl, wait, false);
+    }
+
+    /**
+     * As {@link #lease(String, Duration, Duration)} in the background: the future completes with
+     * the lease or the error. {@code cancel()} of the future cancels the server's call and returns
+     * once that call has ended (nothing stays queued); it returns false if the lease had been
+     * granted already. A grant that comes as the future is cancelled is released.
+     */
+    public CompletableFuture<Lease> leaseAsync(String resource, Duration ttl, Duration wait) {
+        check(resource, ttl, wait);
+        return start(resource, ttl, wait, false, false, null);
+    }
+
+    /** {@link #leaseAsync} for the session of one {@link Lease}, which the lease closes. */
+    Pending leaseAsyncOwned(String resource, Duration ttl, Duration wait) {
+        check(resource, ttl, wait);
+        return start(resource, ttl, wait, false, true, null);
+    }
+
+    /** {@code campaign}: {@code fencing.campaign()} for an {@link Election}, else {@code fencing.acquire()}. */
+    Lease lease(String resource, Duration ttl, Duration wait, boolean campaign) throws SQLException {
+        check(resource, ttl, wait);
+        if (wait == null || wait.isZero()) {
+            Lease l = attempt(resource, ttl, null, campaign, null);
+            if (l == null) {
+                throw new LeaseBusyException(resource);
+            }
+            return l;
+        }
+        Pending p = start(resource, ttl, wait, campaign, false, null);
+        return await(p, resource);
+    }
+
+    /** The outcome of a waiting acquire; an interrupt cancels it (the call ended) first. */
+    static Lease await(Pending p, String resource) throws SQLException {
+        try {
+            return p.get();
+        } catch (InterruptedException e) {
+            boolean cancelled = p.cancel(true);
+            Thread.currentThread().interrupt();
+            if (!cancelled) {
+                return p.join(); // granted before the cancel
+            }
+            throw new LeaseCancelledException(resource, e);
+        } catch (ExecutionException e) {
+            Throwable c = e.getCause();
+            if (c instanceof SQLException s) {
+                throw s;
+            }
+            if (c instanceof RuntimeException r) {
+                throw r;
+            }
+            if (c instanceof Error r) {
+                throw r;
+            }
+            throw new SQLException(c);
+        }
+    }
+
+    private void check(String resource, Duration ttl, Duration wait) {
+        checkArguments(resource, ttl, wait);
+        synchronized (this) {
+            if (closed) {
+                throw new IllegalStateException("session of \"" + holder + "\" is closed");
+            }
+        }
+    }
+
+    /** NullPointerException, IllegalArgumentException for bad arguments, before anything is sent. */
+    static void checkArguments(String resource, Duration ttl, Duration wait) {
         Objects.requireNonNull(resource, "resource");
         Objects.requireNonNull(ttl, "ttl");
         if (ttl.isNegative() || ttl.isZero()) {
@@ -123,12 +226,81 @@ public final class Session implements AutoCloseable {
         if (wait != null && wait.isNegative()) {
             throw new IllegalArgumentException("wait must not be negative: " + wait);
         }
-        boolean waits = wait != null && !wait.isZero();
-        synchronized (this) {
-            if (closed) {
-                throw new IllegalStateException("session of \"" + holder + "\" is closed");
+    }
+
+    /** Whether {@code wait} means "until granted": {@link Lease#FOREVER} or more than 100 years. */
+    static boolean forever(Duration wait) {
+        return wait.compareTo(Duration.ofDays(36525)) > 0;
+    }
+
+    /**
+     * Starts a waiting acquire on a thread of the client; {@code owns}: the lease owns this
+     * session; {@code onGrant} (may be null) runs with the lease before the future completes.
+     */
+    Pending start(String resource, Duration ttl, Duration wait, boolean campaign, boolean owns,
+            java.util.function.Consumer<Lease> onGrant) {
+        Pending p = new Pending();
+        WAITS.execute(() -> {
+            try {
+                Lease l = waitFor(p, resource, ttl, wait == null ? Duration.ZERO : wait, campaign);
+                if (owns) {
+                    l.ownsSession();
+                }
+                if (onGrant != null && !p.isDone()) {
+                    onGrant.accept(l);
+                }
+                if (!p.complete(l)) {
+                    release(l, p); // cancelled as it was granted
+                }
+            } catch (Throwable e) {
+                p.completeExceptionally(p.stop ? new CancellationException("cancelled") : e);
+            } finally {
+                p.ended.countDown();
+            }
+        });
+        return p;
+    }
+
+    private static void release(Lease l, Pending p) {
+        try {
+            l.release();
+        } catch (SQLException e) {
+            LOG.log(System.Logger.Level.DEBUG, "fencing: release of " + l + " granted as its wait was cancelled failed", e);
+        }
+    }
+
+    /** Repeated server-side waits of at most {@link #CHUNK} until granted, the wait passed, or cancelled. */
+    private Lease waitFor(Pending p, String resource, Duration ttl, Duration wait, boolean campaign) throws SQLException {
+        boolean always = forever(wait);
+        long end = always ? 0 : System.nanoTime() + wait.toNanos();
+        while (true) {
+            if (p.stop) {
+                throw new CancellationException("cancelled");
+            }
+            Duration chunk = CHUNK;
+            if (!always) {
+                long left = end - System.nanoTime();
+                if (left <= 0 && !wait.isZero()) {
+                    throw new LeaseTimeoutException(resource, wait);
+                }
+                chunk = Duration.ofNanos(Math.min(left, CHUNK.toNanos()));
+            }
+            Lease l = attempt(resource, ttl, chunk.isZero() || chunk.isNegative() ? null : chunk, campaign, p);
+            if (l != null) {
+                return l;
+            }
+            if (wait.isZero()) {
+                throw new LeaseBusyException(resource);
             }
         }
+    }
+
+    /**
+     * One acquire (or campaign) call, waiting up to {@code wait} (null: a try): the lease, or null
+     * if it was not granted. {@code p}, if given, can cancel the call while it runs.
+     */
+    private Lease attempt(String resource, Duration ttl, Duration wait, boolean campaign, Pending p) throws SQLException {
+        boolean waits = wait != null;
         long start;
         Long token;
         SQLWarning warnings;
@@ -138,7 +310,7 @@ public final class Session implements AutoCloseable {
             try (Connection c = source.connect("fencing acquire " + holder, CONNECT_TIMEOUT)) {
                 c.setNetworkTimeout(DIRECT, (int) Math.min(Integer.MAX_VALUE, timeoutMillis));
                 start = System.nanoTime();
-                Object[] r = acquireOn(c, resource, ttl, wait);
+                Object[] r = acquireOn(c, resource, ttl, wait, campaign, p);
                 token = (Long) r[0];
                 warnings = (SQLWarning) r[1];
             }
@@ -148,11 +320,13 @@ public final class Session implements AutoCloseable {
                 Connection c = connection(CONNECT_TIMEOUT, true);
                 c.setNetworkTimeout(DIRECT, (int) Math.min(Integer.MAX_VALUE, timeoutMillis));
                 start = System.nanoTime();
-                Object[] r = acquireOn(c, resource, ttl, waits ? wait : null);
+                Object[] r = acquireOn(c, resource, ttl, wait, campaign, p);
                 token = (Long) r[0];
                 warnings = (SQLWarning) r[1];
             } catch (SQLException e) {
-                dropConnection();
+                if (p == null || !p.stop) {
+                    dropConnection();
+                }
                 throw e;
             } finally {
                 io.unlock();
@@ -165,9 +339,9 @@ public final class Session implements AutoCloseable {
                     throw new LeaseAlreadyHeldException(resource, holder, m.find() ? Long.valueOf(m.group(1)) : null, w);
                 }
             }
-            throw new LeaseTimeoutException(resource, wait);
+            return null;
         }
-        Lease lease = new Lease(this, resource, token, ttl, start);
+        Lease lease = new Lease(this, resource, token, ttl, start, campaign);
         if (System.nanoTime() - start > lease.ttlNanos / 3) {
             // A long wait: the grant came late in the call, and the deadline counts from its start.
             renewNow(lease);
@@ -186,6 +360,47 @@ public final class Session implements AutoCloseable {
         }
         lease.armDeadline();
         return lease;
+    }
+
+    /**
+     * A waiting acquire running on a thread of the client. {@link #cancel(boolean)} stops it: it
+     * sends cancel requests for the server's call until the call has ended, then returns.
+     */
+    static final class Pending extends CompletableFuture<Lease> {
+        final AtomicReference<Statement> running = new AtomicReference<>();
+        final CountDownLatch ended = new CountDownLatch(1);
+        volatile boolean stop;
+
+        @Override
+        public boolean cancel(boolean mayInterruptIfRunning) {
+            if (isDone()) {
+                return isCancelled();
+            }
+            // Stop the call first: the future completes once it has ended (a grant that came
+            // meanwhile completes it with the lease, and the cancel returns false).
+            stop = true;
+            boolean interrupted = false;
+            while (ended.getCount() > 0) {
+                Statement s = running.get();
+                if (s != null) {
+                    try {
+                        s.cancel(); // PgJDBC: a cancel request, sent only while the call runs
+                    } catch (SQLException ignored) {
+                        // the call ended meanwhile, or the connection broke: it ends either way
+                    }
+                }
+                try {
+                    ended.await(100, TimeUnit.MILLISECONDS);
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            boolean cancelled = super.cancel(mayInterruptIfRunning) || isCancelled();
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+            return cancelled;
+        }
     }
 
     /** Releases every lease of the session, stops its keepalive, closes its connection. */
@@ -244,19 +459,31 @@ public final class Session implements AutoCloseable {
         return false;
     }
 
-    private Object[] acquireOn(Connection c, String resource, Duration ttl, Duration wait) throws SQLException {
-        try (PreparedStatement ps = c.prepareStatement(wait == null ? ACQUIRE : ACQUIRE_WAIT)) {
+    private Object[] acquireOn(Connection c, String resource, Duration ttl, Duration wait, boolean campaign,
+            Pending p) throws SQLException {
+        String sql = campaign ? (wait == null ? CAMPAIGN : CAMPAIGN_WAIT) : wait == null ? ACQUIRE : ACQUIRE_WAIT;
+        try (PreparedStatement ps = c.prepareStatement(sql)) {
             ps.setString(1, resource);
             ps.setString(2, holder);
             ps.setLong(3, micros(ttl));
             if (wait != null) {
                 ps.setLong(4, micros(wait));
             }
+            if (p != null) {
+                p.running.set(ps);
+                if (p.stop) {
+                    throw new CancellationException("cancelled");
+                }
+            }
             try (ResultSet rs = ps.executeQuery()) {
                 rs.next();
                 long t = rs.getLong(1);
                 Long token = rs.wasNull() ? null : t;
                 return new Object[] {token, ps.getWarnings()};
+            } finally {
+                if (p != null) {
+                    p.running.set(null);
+                }
             }
         }
     }
@@ -312,7 +539,7 @@ public final class Session implements AutoCloseable {
         try {
             Connection c = connection(CONNECT_TIMEOUT, true);
             c.setNetworkTimeout(DIRECT, (int) Math.min(10_000, Math.max(1_000, lease.ttl().toMillis())));
-            try (PreparedStatement ps = c.prepareStatement(RELEASE)) {
+            try (PreparedStatement ps = c.prepareStatement(lease.isElection() ? RESIGN : RELEASE)) {
                 ps.setString(1, lease.resource());
                 ps.setString(2, holder);
                 ps.setLong(3, lease.token());
@@ -349,6 +576,10 @@ public final class Session implements AutoCloseable {
         Connection c = source.connect(applicationName, timeout);
         try {
             c.setAutoCommit(true);
+            if (!checked) {
+                Server.check(c);
+                checked = true;
+            }
         } catch (SQLException e) {
             c.close();
             throw e;
@@ -380,30 +611,34 @@ public final class Session implements AutoCloseable {
                         return;
                     }
                     long now = System.nanoTime();
+                    // Every lease is renewed at a third of the shortest TTL the session holds.
                     Map<Long, List<Lease>> byTtl = new LinkedHashMap<>();
-                    Map<Long, Boolean> due = new HashMap<>();
-                    long untilWake = Long.MAX_VALUE;
+                    long shortest = Long.MAX_VALUE;
                     for (Lease l : leases) {
-                        if (!l.live(now)) {
-                            continue;
+                        if (l.live(now)) {
+                            byTtl.computeIfAbsent(l.ttlNanos, k -> new ArrayList<>()).add(l);
+                            shortest = Math.min(shortest, l.ttlNanos);
                         }
-                        byTtl.computeIfAbsent(l.ttlNanos, k -> new ArrayList<>()).add(l);
-                        long renewAt = l.lastStart() + l.ttlNanos / 3;
-                        if (retrying && retryAt - renewAt > 0) {
-                            renewAt = retryAt;
-                        }
-                        if (now - renewAt >= 0) {
-                            due.put(l.ttlNanos, true);
-                        } else {
-                            untilWake = Math.min(untilWake, renewAt - now);
-                        }
-                        untilWake = Math.min(untilWake, l.deadline() - now);
                     }
-                    for (Map.Entry<Long, List<Lease>> e : byTtl.entrySet()) {
-                        if (due.containsKey(e.getKey())) {
-                            groups.add(e.getValue());
-                            minTtl = Math.min(minTtl, e.getKey());
+                    boolean due = false;
+                    long untilWake = Long.MAX_VALUE;
+                    for (List<Lease> group : byTtl.values()) {
+                        for (Lease l : group) {
+                            long renewAt = l.lastStart() + shortest / 3;
+                            if (retrying && retryAt - renewAt > 0) {
+                                renewAt = retryAt;
+                            }
+                            if (now - renewAt >= 0) {
+                                due = true;
+                            } else {
+                                untilWake = Math.min(untilWake, renewAt - now);
+                            }
+                            untilWake = Math.min(untilWake, l.deadline() - now);
                         }
+                    }
+                    if (due) {
+                        groups.addAll(byTtl.values());
+                        minTtl = shortest;
                     }
                     if (!groups.isEmpty()) {
                         break;
@@ -467,7 +702,7 @@ public final class Session implements AutoCloseable {
         long third = Math.max(250, TimeUnit.NANOSECONDS.toMillis(live.get(0).ttlNanos / 3));
         int timeout = (int) Math.max(100, Math.min(Integer.MAX_VALUE, Math.min(left, third)));
         c.setNetworkTimeout(DIRECT, timeout);
-        if (live.size() > 1 && !renewAllMissing) {
+        if (live.size() > 1) {
             long start = System.nanoTime();
             Map<String, Boolean> renewed = new HashMap<>();
             try (PreparedStatement ps = c.prepareStatement(RENEW_ALL)) {
@@ -488,15 +723,6 @@ public final class Session implements AutoCloseable {
                         renewed.put(rs.getString(1) + "\u0000" + rs.getLong(2), rs.getBoolean(3));
                     }
                 }
-            } catch (SQLException e) {
-                if (!"42883".equals(e.getSQLState())) {
-                    throw e;
-                }
-                // An extension without renew_all(): one renew() each, on the same connection.
-                LOG.log(System.Logger.Level.INFO, "fencing: no fencing.renew_all() in this database; renewing one by one");
-                renewAllMissing = true;
-                renewEach(c, live);
-                return;
             }
             for (Lease l : live) {
                 if (Boolean.TRUE.equals(renewed.get(l.resource() + "\u0000" + l.token()))) {
@@ -539,16 +765,6 @@ public final class Session implements AutoCloseable {
 
     private static long micros(Duration d) {
         return TimeUnit.NANOSECONDS.toMicros(d.toNanos());
-    }
-
-    /** Whether this database lacked fencing.renew_all() (renewals then go one by one). */
-    boolean renewAllMissing() {
-        io.lock();
-        try {
-            return renewAllMissing;
-        } finally {
-            io.unlock();
-        }
     }
 
     @Override

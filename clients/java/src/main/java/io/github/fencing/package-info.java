@@ -11,9 +11,10 @@
  * <li>{@link io.github.fencing.Fencing#fenced}: the caller's statements in one transaction with
  * {@code SET LOCAL fencing.token}, refused as {@link io.github.fencing.StaleTokenException}
  * (23T01) or {@link io.github.fencing.MissingTokenException} (23T02).</li>
+ * <li>{@link io.github.fencing.Fencing#withLease}: a lease around a function, released when it
+ * returns or throws.</li>
+ * <li>{@link io.github.fencing.Election}: leader election on leases ({@code fencing.campaign},
+ * {@code fencing.resign}, {@code fencing.leader}, LISTEN {@code fencing_election}).</li>
  * </ul>
- *
- * <p>{@code io.github.fencing.conformance} holds the worker of the conformance suite, not part
- * of the API.
  */
 package io.github.fencing;

@@ -21,6 +21,17 @@ final class Db {
         return source().connect();
     }
 
+    /** A connection, after (re)creating {@code table} (id int, status text) with row 1, protected. */
+    static Connection protectedTable(ConnectionSource source, String table) throws SQLException {
+        Connection c = source.connect();
+        exec(c, "CREATE EXTENSION IF NOT EXISTS fencing");
+        exec(c, "DROP TABLE IF EXISTS " + table);
+        exec(c, "CREATE TABLE " + table + " (id int PRIMARY KEY, status text)");
+        exec(c, "INSERT INTO " + table + " VALUES (1, 'new')");
+        exec(c, "SELECT fencing.protect('" + table + "')");
+        return c;
+    }
+
     static void exec(Connection c, String sql) throws SQLException {
         try (Statement s = c.createStatement()) {
             s.execute(sql);

@@ -17,17 +17,23 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
+
 import io.github.fencing.ConnectionSource;
+import io.github.fencing.Election;
 import io.github.fencing.Fencing;
 import io.github.fencing.FencingTokenException;
 import io.github.fencing.Lease;
 import io.github.fencing.LeaseAlreadyHeldException;
+import io.github.fencing.LeaseBusyException;
 import io.github.fencing.LeaseLostException;
+import io.github.fencing.LeaseOptions;
 import io.github.fencing.LeaseTimeoutException;
 import io.github.fencing.MissingTokenException;
 import io.github.fencing.Session;
@@ -36,10 +42,15 @@ import io.github.fencing.StaleTokenException;
 
 /**
  * The Java worker of the client conformance suite (clients/conformance/PROTOCOL.md): JSON
- * requests on stdin, one JSON answer a line on stdout. Not part of the client's API.
+ * requests on stdin (Jackson), one JSON answer a line on stdout. A test class: not in the
+ * client's jar.
  */
 public final class Worker {
+    private static final ObjectMapper JSON = new ObjectMapper();
     private final ConnectionSource source = ConnectionSource.fromEnvironment();
+    private final Map<String, CompletableFuture<Lease>> pending = new HashMap<>();
+    private final Map<String, Election> elections = new HashMap<>();
+    private final Map<String, List<Map<String, Object>>> events = new HashMap<>();
     private Connection work;
     private final Map<String, Lease> leases = new HashMap<>();
     private final Map<String, Session> sessions = new HashMap<>();
@@ -61,13 +72,13 @@ public final class Worker {
             boolean quit = false;
             try {
                 @SuppressWarnings("unchecked")
-                Map<String, Object> request = (Map<String, Object>) Json.parse(line);
+                Map<String, Object> request = JSON.readValue(line, Map.class);
                 quit = "quit".equals(request.get("op"));
                 answer = w.handle(request);
             } catch (Exception | Error e) {
                 answer = error(e);
             }
-            out.println(Json.write(answer));
+            out.println(JSON.writeValueAsString(answer));
             out.flush();
             if (quit) {
                 break;
@@ -84,15 +95,122 @@ public final class Worker {
         switch (op) {
             case "lease" -> {
                 String resource = str(r, "resource");
-                Lease l = Lease.acquire(source, resource, str(r, "holder"), seconds(r.get("ttl")), seconds(r.get("wait")));
-                Lease old = leases.put(resource, l);
-                if (old != null) {
-                    replaced.add(old);
+                Lease l = Lease.acquire(source, resource, holder(r, "holder"), seconds(r.get("ttl")), seconds(r.get("wait")));
+                keep(l);
+                a.put("token", l.token());
+                a.put("holder", l.holder());
+            }
+            case "lease_async" -> {
+                String resource = str(r, "resource");
+                pending.put(resource, Lease.acquireAsync(source, resource, holder(r, "holder"), seconds(r.get("ttl")),
+                        seconds(r.get("wait"))));
+            }
+            case "await_lease" -> {
+                CompletableFuture<Lease> f = pending(r);
+                Lease l;
+                try {
+                    l = f.get(seconds(r.get("timeout")).toNanos(), TimeUnit.NANOSECONDS);
+                } catch (TimeoutException e) {
+                    throw new Answer("pending");
+                } catch (CancellationException e) {
+                    throw new Answer("cancelled");
+                } catch (ExecutionException e) {
+                    throw e.getCause() instanceof Exception x ? x : e;
+                }
+                if (!leases.containsValue(l)) {
+                    keep(l);
                 }
                 a.put("token", l.token());
+                a.put("holder", l.holder());
+            }
+            case "cancel" -> {
+                CompletableFuture<Lease> f = pending(r);
+                boolean cancelled = f.cancel(true); // returns once the server's call has ended
+                a.put("cancelled", cancelled);
+            }
+            case "do" -> {
+                String resource = str(r, "resource");
+                String sql = str(r, "sql");
+                Duration hold = seconds(r.get("hold"));
+                LeaseOptions options = LeaseOptions.of(seconds(r.get("ttl"))).holder(holder(r, "holder"));
+                long[] out = Fencing.withLease(source, resource, options, lease -> {
+                    long rows = Fencing.fenced(work(), lease, c -> execute(c, sql), e -> callbacks.incrementAndGet());
+                    try {
+                        lease.lost().get(hold.toNanos(), TimeUnit.NANOSECONDS);
+                    } catch (TimeoutException | CancellationException | ExecutionException e) {
+                        // held for the whole hold (a loss ends the call with LeaseLostException)
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    return new long[] {lease.token(), rows};
+                });
+                a.put("token", out[0]);
+                a.put("rows", out[1]);
+            }
+            case "write_hold" -> {
+                String sql = str(r, "sql");
+                long holdMillis = seconds(r.get("hold")).toMillis();
+                long rows;
+                try {
+                    rows = Fencing.fenced(work(), lease(r), c -> {
+                        long n = execute(c, sql);
+                        try {
+                            Thread.sleep(holdMillis); // inside the open transaction
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                        return n;
+                    }, e -> callbacks.incrementAndGet());
+                } catch (SQLException e) {
+                    dropWorkIfBroken(e);
+                    throw e;
+                }
+                a.put("rows", rows);
+            }
+            case "campaign" -> {
+                Election e = election(r, seconds(r.get("ttl")), Boolean.TRUE.equals(r.get("recampaign")), holder(r, "candidate"));
+                e.campaignAsync(Lease.FOREVER);
+                a.put("candidate", e.candidate());
+            }
+            case "election_status" -> {
+                Election e = existing(r);
+                a.put("leader", e.isLeader());
+                a.put("token", e.token());
+            }
+            case "await_leader" -> {
+                Election e = existing(r);
+                long end = System.nanoTime() + seconds(r.get("timeout")).toNanos();
+                synchronized (e) {
+                    while (!e.isLeader() && end - System.nanoTime() > 0) {
+                        TimeUnit.NANOSECONDS.timedWait(e, Math.min(end - System.nanoTime(), 50_000_000L));
+                    }
+                }
+                a.put("leader", e.isLeader());
+                a.put("token", e.token());
+            }
+            case "observe" -> {
+                Election e = elections.containsKey(str(r, "election")) ? existing(r)
+                        : election(r, Duration.ofSeconds(10), false, null);
+                e.observe();
+            }
+            case "events" -> {
+                List<Map<String, Object>> list = events.getOrDefault(str(r, "election"), new ArrayList<>());
+                synchronized (list) {
+                    a.put("events", new ArrayList<>(list));
+                }
+            }
+            case "current_leader" -> {
+                Election e = elections.containsKey(str(r, "election")) ? existing(r)
+                        : election(r, Duration.ofSeconds(10), false, null);
+                var leader = e.leader();
+                a.put("holder", leader.map(Election.Leader::holder).orElse(null));
+                a.put("token", leader.map(Election.Leader::token).orElse(null));
+            }
+            case "resign" -> {
+                a.put("resigned", existing(r).resign());
             }
             case "session" -> {
-                Session s = Session.open(source, str(r, "holder"));
+                Session s = Session.open(source, holder(r, "holder"));
                 List<Object> tokens = new ArrayList<>();
                 try {
                     Duration ttl = seconds(r.get("ttl"));
@@ -141,7 +259,9 @@ public final class Worker {
                 SqlFunction<Long> body = c -> execute(c, sql);
                 long rows;
                 try {
-                    if (r.get("resource") != null) {
+                    if (r.get("election") != null) {
+                        rows = Fencing.fenced(work(), existing(r), body);
+                    } else if (r.get("resource") != null) {
                         rows = Fencing.fenced(work(), lease(r), body, e -> callbacks.incrementAndGet());
                     } else if (r.get("token") != null) {
                         rows = Fencing.fenced(work(), ((Number) r.get("token")).longValue(), body,
@@ -170,7 +290,7 @@ public final class Worker {
             }
             case "raise_inside" -> {
                 long[] token = new long[1];
-                try (Lease l = Lease.acquire(source, str(r, "resource"), str(r, "holder"), seconds(r.get("ttl")))) {
+                try (Lease l = Lease.acquire(source, str(r, "resource"), holder(r, "holder"), seconds(r.get("ttl")))) {
                     token[0] = l.token();
                     throw new IllegalStateException("raised inside the lease's scope");
                 } catch (IllegalStateException expected) {
@@ -199,13 +319,78 @@ public final class Worker {
             Class.forName(Lease.class.getName(), true, Worker.class.getClassLoader());
             Class.forName(Session.class.getName(), true, Worker.class.getClassLoader());
             Class.forName(Fencing.class.getName(), true, Worker.class.getClassLoader());
-            Json.write(Json.parse("{\"op\":\"warm\",\"n\":[1,2.5,null,true]}"));
+            JSON.writeValueAsString(JSON.readValue("{\"op\":\"warm\",\"n\":[1,2.5,null,true]}", Map.class));
             try (Statement st = work().createStatement(); ResultSet rs = st.executeQuery("SELECT 1")) {
                 rs.next();
             }
         } catch (Exception e) {
             System.err.println("conformance-worker: warm-up: " + e);
         }
+    }
+
+    private void keep(Lease l) {
+        Lease old = leases.put(l.resource(), l);
+        if (old != null) {
+            replaced.add(old);
+        }
+    }
+
+    private CompletableFuture<Lease> pending(Map<String, Object> r) {
+        CompletableFuture<Lease> f = pending.get(str(r, "resource"));
+        if (f == null) {
+            throw new IllegalArgumentException("no lease_async on " + r.get("resource") + " in this worker");
+        }
+        return f;
+    }
+
+    /** The worker's election E, made with a listener that records its callbacks. */
+    private Election election(Map<String, Object> r, Duration ttl, boolean recampaign, String candidate) {
+        String name = str(r, "election");
+        Election old = elections.get(name);
+        if (old != null) {
+            return old;
+        }
+        Election e = new Election(source, name, candidate, ttl, recampaign);
+        List<Map<String, Object>> list = events.computeIfAbsent(name, k -> new ArrayList<>());
+        e.listener(new Election.Listener() {
+            @Override
+            public void onStartedLeading(long token) {
+                record(list, "started", e.candidate(), token);
+                synchronized (e) {
+                    e.notifyAll();
+                }
+            }
+
+            @Override
+            public void onStoppedLeading() {
+                record(list, "stopped", e.candidate(), null);
+            }
+
+            @Override
+            public void onNewLeader(String holder, Long token) {
+                record(list, "new_leader", holder, token);
+            }
+        });
+        elections.put(name, e);
+        return e;
+    }
+
+    private static void record(List<Map<String, Object>> list, String kind, String holder, Long token) {
+        Map<String, Object> ev = new LinkedHashMap<>();
+        ev.put("kind", kind);
+        ev.put("holder", holder);
+        ev.put("token", token);
+        synchronized (list) {
+            list.add(ev);
+        }
+    }
+
+    private Election existing(Map<String, Object> r) {
+        Election e = elections.get(str(r, "election"));
+        if (e == null) {
+            throw new IllegalArgumentException("no election " + r.get("election") + " in this worker");
+        }
+        return e;
     }
 
     private Lease lease(Map<String, Object> r) {
@@ -301,6 +486,16 @@ public final class Worker {
     }
 
     private void releaseAll() {
+        for (CompletableFuture<Lease> f : pending.values()) {
+            f.cancel(true);
+        }
+        for (Election e : elections.values()) {
+            try {
+                e.close();
+            } catch (Exception x) {
+                System.err.println("conformance-worker: closing " + e + " failed: " + x);
+            }
+        }
         List<Lease> all = new ArrayList<>(leases.values());
         all.addAll(replaced);
         for (Lease l : all) {
@@ -321,6 +516,15 @@ public final class Worker {
         sessions.clear();
     }
 
+    /** An "Other" answer whose message is the protocol's word ("pending"). */
+    private static final class Answer extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        Answer(String message) {
+            super(message);
+        }
+    }
+
     private static Map<String, Object> ok() {
         Map<String, Object> a = new LinkedHashMap<>();
         a.put("ok", true);
@@ -339,13 +543,16 @@ public final class Worker {
             name = "LeaseLost";
         } else if (e instanceof LeaseTimeoutException) {
             name = "LeaseTimeout";
+        } else if (e instanceof LeaseBusyException) {
+            name = "LeaseBusy";
         } else if (e instanceof LeaseAlreadyHeldException) {
             name = "LeaseAlreadyHeld";
         } else {
             name = "Other";
         }
         a.put("error", name);
-        a.put("message", name.equals("Other") ? e.getClass().getName() + ": " + e.getMessage() : e.getMessage());
+        a.put("message", name.equals("Other") && !(e instanceof Answer) ? e.getClass().getName() + ": " + e.getMessage()
+                : e.getMessage());
         if (e instanceof FencingTokenException f) {
             a.put("table", f.table());
             a.put("column", f.column());
@@ -368,9 +575,22 @@ public final class Worker {
         return s;
     }
 
+    /** A holder: a string, or null/absent for the client's default identity. */
+    private static String holder(Map<String, Object> r, String key) {
+        Object v = r.get(key);
+        if (v != null && !(v instanceof String)) {
+            throw new IllegalArgumentException("\"" + key + "\" must be a string or null");
+        }
+        return (String) v;
+    }
+
+    /** Seconds as a Duration; "forever" is Lease.FOREVER; null stays null. */
     private static Duration seconds(Object v) {
         if (v == null) {
             return null;
+        }
+        if ("forever".equals(v)) {
+            return Lease.FOREVER;
         }
         return Duration.ofNanos(Math.round(((Number) v).doubleValue() * 1e9));
     }
