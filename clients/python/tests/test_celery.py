@@ -104,7 +104,7 @@ def test_the_default_holder_is_host_pid_random(monkeypatch):
     first, second = default_holder(), default_holder()
     assert re.fullmatch(rf"[^:]+:{os.getpid()}:[0-9a-f]{{8}}", first)
     assert first != second
-    monkeypatch.setattr(fencing.celery.socket, "gethostname", lambda: "h" * 80 + ".example.org")
+    monkeypatch.setattr(fencing._core.socket, "gethostname", lambda: "h" * 80 + ".example.org")
     long = default_holder()
     assert len(long.encode()) == 45 and long.startswith("hhh")
 

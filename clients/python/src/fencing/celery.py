@@ -36,9 +36,6 @@ resource's for every application on the database: give each application
 its own prefix (fencing_key="billing:order:{order_id}")."""
 
 import logging
-import os
-import secrets
-import socket
 import string
 from datetime import timedelta
 from inspect import Parameter, signature
@@ -51,23 +48,16 @@ except ImportError as e:     # the extra not installed
     raise ImportError(f"fencing.celery needs Celery 5, the client's extra celery "
                       f"(pip install 'clients/python[celery]'): {e}") from e
 
-import fencing
-from fencing import Lease, LeaseTimeout, StaleTokenError   # the client's public API only
+from fencing import (Lease, LeaseBusy, LeaseTimeout, StaleTokenError,  # the client's public API only
+                     default_holder)
 
 log = logging.getLogger("fencing.celery")
 
-# LeaseBusy (a try that found the lease held) where the client has it; a
-# wait that passed is LeaseTimeout: both are "busy" for a task.
-BUSY = tuple({getattr(fencing, "LeaseBusy", LeaseTimeout), LeaseTimeout})
-HOLDER_BYTES = 45
-
-
-def default_holder() -> str:
-    """<host>:<pid>:<8 random hex chars>, at most 45 bytes (the host cut):
-    the clients' default identity, which prefork processes do not share."""
-    tail = f":{os.getpid()}:{secrets.token_hex(4)}"
-    host = socket.gethostname().encode()[:HOLDER_BYTES - len(tail)].decode(errors="ignore")
-    return host + tail
+# LeaseBusy (a try that found the lease held) and LeaseTimeout (a wait that
+# passed) are both "busy" for a task.  The holder of a run is the client's
+# default identity, <host>:<pid>:<random>, which prefork processes of one
+# host do not share.
+BUSY = (LeaseBusy, LeaseTimeout)
 
 
 def key_fields(template: str) -> set:

@@ -1,10 +1,8 @@
 package io.github.fencing.shedlock;
 
 import io.github.fencing.ConnectionSource;
+import io.github.fencing.Fencing;
 
-import java.net.InetAddress;
-import java.nio.charset.StandardCharsets;
-import java.security.SecureRandom;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -43,7 +41,6 @@ public final class FencingLockProvider implements ExtensibleLockProvider {
     private static final String ACQUIRE = "SELECT fencing.acquire(?, ?, ? * interval '1 microsecond')";
     private static final String RENEW = "SELECT fencing.renew(?, ?, ?, ? * interval '1 microsecond')";
     private static final String RELEASE = "SELECT fencing.release(?, ?, ?)";
-    private static final int HOLDER_BYTES = 45;
 
     private final ConnectionSource source;
     private final String prefix;
@@ -51,7 +48,7 @@ public final class FencingLockProvider implements ExtensibleLockProvider {
 
     /** Locks of {@code source} on resources {@code shedlock:<name>}, held as {@code <host>:<pid>:<random>}. */
     public FencingLockProvider(ConnectionSource source) {
-        this(source, DEFAULT_PREFIX, defaultHolder());
+        this(source, DEFAULT_PREFIX, Fencing.defaultHolder());
     }
 
     /**
@@ -163,30 +160,6 @@ public final class FencingLockProvider implements ExtensibleLockProvider {
             throw new IllegalArgumentException("duration too long: " + d, e);
         }
         return Math.max(1, us);
-    }
-
-    /**
-     * {@code <host>:<pid>:<random>} (8 random lowercase hex characters), at most 45 bytes: the host
-     * part is truncated.
-     */
-    static String defaultHolder() {
-        String host;
-        try {
-            host = InetAddress.getLocalHost().getHostName();
-        } catch (Exception e) {
-            host = "localhost";
-        }
-        byte[] random = new byte[4];
-        new SecureRandom().nextBytes(random);
-        StringBuilder tail = new StringBuilder(":").append(ProcessHandle.current().pid()).append(':');
-        for (byte b : random) {
-            tail.append(Character.forDigit((b >> 4) & 0xf, 16)).append(Character.forDigit(b & 0xf, 16));
-        }
-        int room = HOLDER_BYTES - tail.length();
-        while (host.getBytes(StandardCharsets.UTF_8).length > room) {
-            host = host.substring(0, host.length() - 1);
-        }
-        return host + tail;
     }
 
     @Override
