@@ -96,6 +96,25 @@ func TestDoLossCancelsTheContext(t *testing.T) {
 	}
 }
 
+// A lease longer than the largest timeout the server takes (INT_MAX ms,
+// ~24.8 days; a ttl may be 366 days) is bounded at that largest timeout.
+func TestFencedBoundOfALongLease(t *testing.T) {
+	conn := connect(t)
+	ctx := context.Background()
+	lease, err := Acquire(ctx, "", unique(t, "r"), 366*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release()
+	var idle int64
+	err = Fenced(ctx, conn, lease, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, "SELECT setting::bigint FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'").Scan(&idle)
+	})
+	if err != nil || idle != 2147483647 {
+		t.Fatalf("a fenced write of a 366-day lease: timeout %d, %v; want 2147483647, nil", idle, err)
+	}
+}
+
 // The fenced transaction of a lease is bounded by its remaining time; a
 // plain token's is not.
 func TestFencedBoundsTheTransactionByTheLease(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -140,7 +141,8 @@ type deadlined interface {
 // setLocal sets the token for the transaction (SET LOCAL fencing.token,
 // sent as set_config(..., true)); for a fence with a deadline also SET
 // LOCAL idle_in_transaction_session_timeout, and transaction_timeout on
-// PostgreSQL 17 or later, to the milliseconds left (at least 1): a holder
+// PostgreSQL 17 or later, to the milliseconds left (at least 1, at most
+// maxTimeoutMs, the largest the settings take: a ttl may be 366 days): a holder
 // frozen between its statements and its COMMIT is ended by the server at
 // its deadline, and its row locks no longer hold up the next holder.
 func setLocal(ctx context.Context, tx pgx.Tx, fence Fence) error {
@@ -150,7 +152,7 @@ func setLocal(ctx context.Context, tx pgx.Tx, fence Fence) error {
 		_, err := tx.Exec(ctx, "SELECT set_config('fencing.token', $1, true)", token)
 		return err
 	}
-	left := strconv.FormatInt(max(time.Until(d.Deadline()).Milliseconds(), 1), 10)
+	left := strconv.FormatInt(min(max(time.Until(d.Deadline()).Milliseconds(), 1), maxTimeoutMs), 10)
 	sql := "SELECT set_config('fencing.token', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)"
 	if serverMajor(tx.Conn()) >= 17 {
 		sql += ", set_config('transaction_timeout', $2, true)"
@@ -158,6 +160,10 @@ func setLocal(ctx context.Context, tx pgx.Tx, fence Fence) error {
 	_, err := tx.Exec(ctx, sql, token, left)
 	return err
 }
+
+// maxTimeoutMs is the largest idle_in_transaction_session_timeout and
+// transaction_timeout PostgreSQL takes (INT_MAX milliseconds, ~24.8 days).
+const maxTimeoutMs = math.MaxInt32
 
 // serverMajor is the server's major version from its server_version
 // parameter (0 if unknown).

@@ -10,6 +10,17 @@ export function now(): number {
   return performance.now();
 }
 
+/** The largest delay of Node's timers and of the server's timeouts: INT_MAX ms (~24.8 days). */
+export const MAX_DELAY_MS = 2 ** 31 - 1;
+
+/**
+ * A delay in milliseconds that Node's timers keep: within 0..MAX_DELAY_MS (a
+ * longer one, as a third of a ttl of up to 366 days is, fires at once).
+ */
+export function timerDelay(ms: number): number {
+  return Math.min(Math.max(0, ms), MAX_DELAY_MS);
+}
+
 /** A notice the server sent while a query ran (node-postgres' `NoticeMessage`). */
 export interface Notice {
   code?: string;
@@ -37,7 +48,7 @@ export class KeepaliveConnection {
   private connect(timeoutMs: number): Promise<Client> {
     if (this.client) return Promise.resolve(this.client);
     if (this.connecting) return this.connecting;
-    const client = new Client({ ...this.config, connectionTimeoutMillis: Math.max(1, Math.ceil(timeoutMs)) });
+    const client = new Client({ ...this.config, connectionTimeoutMillis: timerDelay(Math.max(1, Math.ceil(timeoutMs))) });
     client.on('error', () => this.discard(client));
     client.on('end', () => this.discard(client));
     this.connecting = client
@@ -119,7 +130,7 @@ export class KeepaliveConnection {
       timer = setTimeout(() => {
         if (client) this.discard(client);
         reject(new Error(`no answer from the server within ${Math.round(timeoutMs)} ms`));
-      }, Math.max(1, timeoutMs));
+      }, timerDelay(Math.max(1, timeoutMs)));
       timer.unref();
     });
     const notices: Notice[] = [];

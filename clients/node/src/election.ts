@@ -1,5 +1,5 @@
 import { Client, type ClientConfig, type Notification } from 'pg';
-import { KeepaliveConnection, checkServer, type ConnectionOptions } from './connection';
+import { KeepaliveConnection, checkServer, timerDelay, type ConnectionOptions } from './connection';
 import { LeaseLostError } from './errors';
 import { holderOption, loggerOption, type Logger } from './identity';
 import {
@@ -365,7 +365,7 @@ class Observer {
     this.#timer = null;
     // An expiry without a successor sends nothing: read again at the deadline.
     if (row) {
-      this.#timer = setTimeout(() => this.#refresh(), Number(row.left_ms) + 20);
+      this.#timer = setTimeout(() => this.#refresh(), timerDelay(Number(row.left_ms) + 20));
       this.#timer.unref();
     }
     if (holder !== this.#holder || token !== this.#token) {

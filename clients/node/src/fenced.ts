@@ -1,4 +1,5 @@
 import type { QueryResult, QueryResultRow } from 'pg';
+import { MAX_DELAY_MS } from './connection';
 import { Election } from './election';
 import { FencingError, LeaseLostError, RefusedWriteError, StaleTokenError, mapError } from './errors';
 import { Lease } from './lease';
@@ -68,7 +69,8 @@ function isPool(client: Queryable | PoolLike): client is PoolLike {
  * nothing (more) is sent but the `ROLLBACK`.  With a lease the transaction
  * is also bounded by the lease's remaining time: `SET LOCAL
  * idle_in_transaction_session_timeout` (and `transaction_timeout` on
- * PostgreSQL 17 and later) to the milliseconds left (at least 1), so that a
+ * PostgreSQL 17 and later) to the milliseconds left (at least 1, at most
+ * INT_MAX, the largest the settings take), so that a
  * holder frozen inside it (between its UPDATE and its COMMIT) is ended by the
  * server at its deadline and holds no row lock past it; an error of a lease
  * lost meanwhile is thrown as its `LeaseLostError` (the error as its
@@ -137,7 +139,7 @@ export async function fenced<T>(
   let began = false;
   try {
     // Counted before BEGIN: the transaction (and transaction_timeout) starts after it.
-    const bound = lease ? String(Math.max(1, Math.floor(lease.remainingMs))) : null;
+    const bound = lease ? String(Math.min(Math.max(1, Math.floor(lease.remainingMs)), MAX_DELAY_MS)) : null;
     await client.query('BEGIN');
     began = true;
     if (bound !== null) await client.query(BOUND, [token, bound]);

@@ -1,4 +1,4 @@
-import { KeepaliveConnection, interval, now, type ConnectionOptions, type Notice } from './connection';
+import { KeepaliveConnection, interval, now, timerDelay, type ConnectionOptions, type Notice } from './connection';
 import { LeaseAlreadyHeldError, LeaseBusyError, LeaseLostError, LeaseTimeoutError } from './errors';
 import { holderOption, loggerOption, type Logger } from './identity';
 
@@ -384,7 +384,7 @@ export class Lease implements AsyncDisposable {
         // A timer may fire a little before the clock says the deadline passed: arm it again.
         if (!this.lost && !this.#released) this.#armDeadline();
       },
-      Math.max(0, this.#deadline - now()) + 1,
+      timerDelay(Math.max(0, this.#deadline - now()) + 1),
     );
     this.#deadlineTimer.unref();
   }
@@ -435,7 +435,7 @@ class OwnKeepalive implements LeaseOwner {
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#inflight = this.#tick();
-    }, Math.max(0, delay));
+    }, timerDelay(delay));
     this.#timer.unref();
   }
 

@@ -1,4 +1,4 @@
-import { KeepaliveConnection, interval, now, type ConnectionOptions } from './connection';
+import { KeepaliveConnection, interval, now, timerDelay, type ConnectionOptions } from './connection';
 import { holderOption, loggerOption, type Logger } from './identity';
 import {
   LEASE_CALLS,
@@ -124,7 +124,7 @@ export class Session implements AsyncDisposable {
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#inflight = this.#tick();
-    }, Math.max(0, delay));
+    }, timerDelay(delay));
     this.#timer.unref();
   }
 

@@ -214,6 +214,31 @@ test("a lease's transaction is bounded by its remaining time (SET LOCAL); a plai
   }
 });
 
+test('a lease of 366 days: no renewal before its third, a fenced bound at the largest timeout the server takes', async () => {
+  // 366 days is 31622400000 ms: past INT_MAX, the largest timeout of Node's timers and of the server's settings.
+  const overflows: string[] = [];
+  const onWarning = (w: Error) => {
+    if (w.name === 'TimeoutOverflowWarning') overflows.push(w.message);
+  };
+  process.on('warning', onWarning);
+  const lease = await Lease.acquire(undefined, unique('long'), { ttlMs: 366 * 86_400_000 });
+  const own = await connect();
+  try {
+    const acknowledged = lease.lastAcknowledged;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(lease.lastAcknowledged, acknowledged, 'renewed at once: the renewal timer overflowed');
+    assert.equal(lease.lost, false);
+    const idle = await fenced(own, lease, async (c) =>
+      (await c.query("SELECT setting FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'")).rows[0].setting);
+    assert.equal(idle, '2147483647');
+  } finally {
+    await lease.release();
+    await own.end();
+    process.off('warning', onWarning);
+  }
+  assert.deepEqual(overflows, [], 'a timer of more than INT_MAX ms fires at once');
+});
+
 test('a holder frozen inside its transaction is ended by the server at its deadline: the next write goes through', async () => {
   const resource = unique('order');
   const own = unique('orders');

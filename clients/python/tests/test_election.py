@@ -107,20 +107,51 @@ def test_an_expiry_without_successor_is_observed_at_the_deadline(conn):
         leader.close()
 
 
+def lose_and_lead_again(conn, election, a, events):
+    """a leads, loses (its lease released behind its back), leads again."""
+    first = a.campaign()
+    conn.execute("SELECT fencing.release(%s, %s, %s)", (election, a.candidate, first))
+    assert wait_until(lambda: [e[0] for e in events] == ["started", "stopped", "started"], 15)
+    assert a.is_leader and a.token > first
+
+
 def test_recampaign_after_a_loss(conn):
     election = name("again")
     events, callbacks = recorder()
     a = fencing.Election("", election, ttl=1.5, recampaign=True, **callbacks)
     try:
-        first = a.campaign()
-        conn.execute("SELECT fencing.release(%s, %s, %s)", (election, a.candidate, first))
-        assert wait_until(lambda: [e[0] for e in events] == ["started", "stopped", "started"], 15)
-        assert a.is_leader and a.token > first
+        lose_and_lead_again(conn, election, a, events)
         assert server_leader(conn, election) == (a.candidate, a.token)
     finally:
         a.close()
     assert server_leader(conn, election) is None
     assert events[-1] == ("stopped",)
+
+
+def test_recampaign_retries_a_failed_campaign(conn, monkeypatch):
+    # The leadership is often lost because the server went away: the
+    # campaign right after the loss fails too, and the election must try again.
+    import psycopg
+    import fencing.lease
+    election = name("again_fail")
+    events, callbacks = recorder()
+    real = fencing.lease.Lease.acquire
+    calls = []
+
+    def acquire(self):
+        calls.append(time.monotonic())
+        if len(calls) in (2, 3):
+            raise psycopg.OperationalError("the server went away (test)")
+        return real(self)
+
+    monkeypatch.setattr(fencing.lease.Lease, "acquire", acquire)
+    a = fencing.Election("", election, ttl=1.5, recampaign=True, **callbacks)
+    try:
+        lose_and_lead_again(conn, election, a, events)
+        assert len(calls) == 4
+        assert calls[3] - calls[2] >= 0.05         # not a hot loop: the retry floor at least
+    finally:
+        a.close()
 
 
 def test_asyncio_election(conn):

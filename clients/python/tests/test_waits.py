@@ -213,6 +213,15 @@ def test_fenced_bounds_its_transaction_by_the_lease(conn):
         assert cur.fetchone()[0] == "0"
 
 
+def test_fenced_bound_of_a_long_lease_is_within_the_settings_range(conn):
+    # 366 days (the longest ttl) is 31622400000 ms, past the largest timeout
+    # PostgreSQL and libpq take (INT_MAX ms)
+    with fencing.Lease("", name("long"), ttl=366 * 86400) as lease:
+        with fencing.fenced(conn, lease) as cur:
+            cur.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'")
+            assert cur.fetchone()[0] == 2**31 - 1
+
+
 def test_a_frozen_holder_is_ended_at_its_deadline(conn):
     resource = name("frozen")
     work = psycopg.connect("", autocommit=True)

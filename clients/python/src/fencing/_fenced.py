@@ -6,6 +6,7 @@ from typing import Callable, Optional
 
 import psycopg
 
+from ._sql import MAX_TIMEOUT_MS
 from .errors import FencingError, StaleTokenError, count_stale_refusal, translate
 
 SET_TOKEN = "SELECT set_config('fencing.token', %s, true)"
@@ -44,10 +45,11 @@ def begin(conn, lease_or_token):
 
 def opening(conn, lease, token: int):
     """(sql, params) of the transaction's first statement: the token and,
-    with a lease, the timeouts at the lease's remaining milliseconds (>= 1)."""
+    with a lease, the timeouts at the lease's remaining milliseconds (>= 1,
+    and at most the largest the settings take)."""
     if lease is None:
         return SET_TOKEN, (str(token),)
-    left = str(max(1, math.ceil(lease.remaining() * 1000)))
+    left = str(min(max(1, math.ceil(lease.remaining() * 1000)), MAX_TIMEOUT_MS))
     if conn.info.server_version >= 170000:
         return SET_TOKEN_BOUNDED_17, (str(token), left, left)
     return SET_TOKEN_BOUNDED, (str(token), left)

@@ -55,6 +55,11 @@ def application_name(holder: str) -> str:
     return f"fencing keepalive {holder}"
 
 
+# The largest timeout in milliseconds PostgreSQL's settings and libpq's
+# options take (an int; a ttl may be up to 366 days): longer ones are cut to it.
+MAX_TIMEOUT_MS = 2**31 - 1
+
+
 def keepalive_options(conninfo: str, holder: str, leases) -> dict:
     """Keyword arguments for connect() of the keepalive of `leases` (each with
     `ttl`, `deadline`, `remaining()`): autocommit, the keepalive's name and,
@@ -69,8 +74,9 @@ def keepalive_options(conninfo: str, holder: str, leases) -> dict:
                default=ttl)
     third = max(1, math.ceil(ttl / 3))
     defaults = {
-        "connect_timeout": max(2, math.ceil(left)),    # libpq takes 2 s at least
-        "tcp_user_timeout": third * 1000,
+        # libpq takes 2 s at least; psycopg waits for it in ms (an int)
+        "connect_timeout": max(2, min(math.ceil(left), MAX_TIMEOUT_MS // 1000)),
+        "tcp_user_timeout": min(third * 1000, MAX_TIMEOUT_MS),
         "keepalives": 1,
         "keepalives_idle": third,
         "keepalives_interval": 1,

@@ -481,12 +481,20 @@ class Election:
             self._again = _compat.spawn(self._campaign_again, f"fencing campaign {self.election}")
 
     async def _campaign_again(self) -> None:
-        try:
-            await self.campaign(FOREVER, self._again_cancel)
-        except LeaseCancelled:       # resign() or close()
-            pass
-        except Exception as e:       # the server gone, say: campaign() again to retry
-            log.warning("fencing: campaigning again in %s failed: %s", self.election, e)
+        """Campaigns until it leads, resign() or close(): a failed campaign
+        (the server gone, say, as it often is when the leadership was lost)
+        is tried again after retry_interval(ttl), 50 ms to 1 s."""
+        cancel = self._again_cancel
+        while not self._closed and not cancel.is_set():
+            try:
+                await self.campaign(FOREVER, cancel)
+                return
+            except LeaseCancelled:       # resign() or close()
+                return
+            except Exception as e:
+                log.warning("fencing: campaigning again in %s failed, retrying: %s", self.election, e)
+            if await _compat.wait_event(cancel, retry_interval(self.ttl)):
+                return
 
     async def resign(self) -> bool:
         """Gives the leadership up (fencing.resign): True if this candidate
