@@ -183,15 +183,39 @@ public final class Election implements AutoCloseable {
                 } catch (SQLException x) {
                     Session.LOG.log(System.Logger.Level.DEBUG, "fencing: election " + name + ": resign after a loss failed", x);
                 }
-                if (recampaign && !closed) {
-                    try {
-                        start(Lease.FOREVER);
-                    } catch (SQLException | RuntimeException x) {
-                        Session.LOG.log(System.Logger.Level.WARNING, "fencing: election " + name + ": campaigning again failed", x);
-                    }
-                }
+                campaignAgain();
             }
         });
+    }
+
+    /**
+     * With {@code recampaign}: campaigns again after a loss, and again at the retry interval (a
+     * tenth of the TTL, 50 ms to 1 s) for as long as a campaign fails (the server gone, often the
+     * very reason the leadership was lost), until it leads, resigns or is closed.
+     */
+    private void campaignAgain() {
+        CompletableFuture<Lease> waiting = campaigning;
+        if (!recampaign || closed || isLeader() || (waiting != null && !waiting.isDone())) {
+            return;
+        }
+        try {
+            start(Lease.FOREVER).whenComplete((l, e) -> {
+                if (e != null && !(e instanceof java.util.concurrent.CancellationException)) {
+                    retryCampaign(e);
+                }
+            });
+        } catch (SQLException | RuntimeException x) {
+            retryCampaign(x);
+        }
+    }
+
+    private void retryCampaign(Throwable why) {
+        if (closed) {
+            return;
+        }
+        Session.LOG.log(System.Logger.Level.WARNING, "fencing: election " + name + ": campaigning again failed, retrying", why);
+        CompletableFuture.runAsync(this::campaignAgain, CompletableFuture.delayedExecutor(
+                Session.retryInterval(ttl.toNanos()), java.util.concurrent.TimeUnit.NANOSECONDS));
     }
 
     private void stopped(Lease l) {

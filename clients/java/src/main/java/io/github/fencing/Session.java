@@ -366,6 +366,11 @@ public final class Session implements AutoCloseable {
      * A waiting acquire running on a thread of the client. {@link #cancel(boolean)} stops it: it
      * sends cancel requests for the server's call until the call has ended, then returns.
      */
+    /** The clients' retry interval after a failed call: a tenth of the TTL, between 50 ms and 1 s (nanoseconds). */
+    static long retryInterval(long ttlNanos) {
+        return Math.max(TimeUnit.MILLISECONDS.toNanos(50), Math.min(TimeUnit.SECONDS.toNanos(1), ttlNanos / 10));
+    }
+
     static final class Pending extends CompletableFuture<Lease> {
         final AtomicReference<Statement> running = new AtomicReference<>();
         final CountDownLatch ended = new CountDownLatch(1);
@@ -670,8 +675,8 @@ public final class Session implements AutoCloseable {
                 dropConnection();
                 synchronized (this) {
                     retrying = true;
-                    // Retry soon, until the deadline: a tenth of the TTL, between 50 ms and 1 s.
-                    long delay = Math.max(TimeUnit.MILLISECONDS.toNanos(50), Math.min(TimeUnit.SECONDS.toNanos(1), minTtl / 10));
+                    // Retry soon, until the deadline.
+                    long delay = retryInterval(minTtl);
                     retryAt = System.nanoTime() + delay;
                 }
             } finally {

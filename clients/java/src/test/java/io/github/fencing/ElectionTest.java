@@ -158,6 +158,27 @@ class ElectionTest {
     }
 
     @Test
+    void aFailedRecampaignIsRetried() throws Exception {
+        Recorder r = new Recorder();
+        String campaign = "fencing.campaign(text, text, interval, interval)";
+        try (Election a = new Election(source, election, "java38-el", Duration.ofSeconds(1), true).listener(r)) {
+            Lease first = a.campaign(Lease.FOREVER);
+            // while fencing.campaign is gone, the campaigns after the loss fail: the candidate
+            // must go on campaigning until one succeeds
+            Db.exec(admin, "ALTER FUNCTION " + campaign + " RENAME TO campaign_gone");
+            try {
+                Db.exec(admin, "SELECT fencing.release('" + election + "', 'java38-el', " + first.token() + ")");
+                until("stopped", () -> r.get().contains("stopped"), 3000);
+                Thread.sleep(500);
+                assertFalse(a.isLeader());
+            } finally {
+                Db.exec(admin, "ALTER FUNCTION fencing.campaign_gone(text, text, interval, interval) RENAME TO campaign");
+            }
+            until("leading again", () -> a.isLeader() && a.token() > first.token(), 5000);
+        }
+    }
+
+    @Test
     void withoutRecampaignALostLeaderStaysOut() throws Exception {
         loseLeadership(false, (a, r, first) -> {
             until("stopped", () -> r.get().contains("stopped"), 3000);
