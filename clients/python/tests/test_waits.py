@@ -119,8 +119,13 @@ def test_ctrl_c_ends_the_wait_and_cancels_the_call(conn):
         child = subprocess.Popen([sys.executable, "-c", CTRL_C, resource, holder], stdout=subprocess.PIPE,
                                  text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
         try:
-            # interrupted only once its call waits on the server
-            assert wait_until(lambda: len(waiters(conn, f"fencing keepalive {holder}")) == 1, 60)
+            # interrupted only once its call sleeps in the wait (wait_event_type
+            # 'Extension'): 'active' is shown from the Parse message on, and a
+            # cancel request the backend takes between the protocol's messages
+            # (before Execute) is dropped by PostgreSQL, the wait then lasts
+            asleep = ("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+                      " AND state = 'active' AND wait_event_type = 'Extension'")
+            assert wait_until(lambda: conn.execute(asleep, (f"fencing keepalive {holder}",)).fetchone()[0] == 1, 60)
             child.send_signal(signal.SIGINT)
             out, _ = child.communicate(timeout=60)
         finally:
