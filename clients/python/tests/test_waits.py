@@ -93,6 +93,51 @@ def test_a_cancel_event_ends_the_wait_and_leaves_nothing_queued(conn):
     assert third.release() is True
 
 
+def dropping_the_first_cancel(monkeypatch, connection=psycopg.Connection):
+    """psycopg's cancel requests, the first one dropped, as PostgreSQL drops
+    a cancel that comes while it still reads the call's messages."""
+    sent = []
+    real = connection.cancel
+
+    def cancel(self):
+        sent.append(time.monotonic())
+        if len(sent) > 1:
+            real(self)
+    monkeypatch.setattr(connection, "cancel", cancel)
+    return sent
+
+
+def test_a_dropped_cancel_is_sent_again(conn, monkeypatch):
+    sent = dropping_the_first_cancel(monkeypatch)
+    resource = name("dropped")
+    with fencing.Lease("", resource, ttl=2):
+        cancel = threading.Event()
+        waiter = fencing.Lease("", resource, ttl=2, wait=fencing.FOREVER, cancel=cancel)
+        error = cancel_a_wait(conn, waiter.acquire, cancel, waiter.holder)
+        assert isinstance(error, fencing.LeaseCancelled) and len(sent) >= 2
+
+
+def test_a_dropped_cancel_is_sent_again_by_asyncio(conn, monkeypatch):
+    sent = dropping_the_first_cancel(monkeypatch, psycopg.AsyncConnection)
+    resource = name("aiodropped")
+
+    async def main():
+        async with fencing.aio.Lease("", resource, ttl=2):
+            waiter = fencing.aio.Lease("", resource, ttl=2, wait=fencing.FOREVER)
+            task = asyncio.ensure_future(waiter.acquire())
+            for _ in range(600):
+                if waiters(conn, f"fencing keepalive {waiter.holder}"):
+                    break
+                await asyncio.sleep(0.1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 30)
+            return waiter.holder
+    holder = asyncio.run(main())
+    assert len(sent) >= 2
+    assert wait_until(lambda: not waiters(conn, f"fencing keepalive {holder}"), 10)
+
+
 def test_a_set_cancel_event_sends_nothing(conn):
     cancel = threading.Event()
     cancel.set()

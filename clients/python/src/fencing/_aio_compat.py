@@ -163,8 +163,13 @@ async def wait_call(conn, sql: str, params, cancel, undo: Callable) -> Any:
 
 
 async def _cancel_call(conn, call, undo) -> None:
-    if not call.done():
-        await asyncio.get_running_loop().run_in_executor(None, conn.cancel)
+    # A cancel request that reaches the server while it still reads the
+    # call's messages is dropped (PostgreSQL ignores a cancel then): send it
+    # again every _sql.CANCEL_RESEND s until the call has ended.
+    loop = asyncio.get_running_loop()
+    while not call.done():
+        await loop.run_in_executor(None, conn.cancel)
+        await asyncio.wait([call], timeout=_sql.CANCEL_RESEND)
     try:
         value = await asyncio.shield(call)
     except psycopg.Error:    # 57014: cancelled, as asked

@@ -8,6 +8,11 @@ from psycopg import conninfo as _conninfo
 
 from .errors import UnsupportedServer
 
+# A cancel request is sent again every CANCEL_RESEND s until the cancelled
+# call has ended: PostgreSQL drops one that comes while it still reads the
+# call's messages (Parse, Bind, Execute).
+CANCEL_RESEND = 0.5
+
 # A try, and the wait of fencing.acquire(resource, holder, ttl, wait).
 ACQUIRE = "SELECT fencing.acquire(%s, %s, %s * interval '1 second')"
 ACQUIRE_WAIT = "SELECT fencing.acquire(%s, %s, %s * interval '1 second', %s * interval '1 second')"

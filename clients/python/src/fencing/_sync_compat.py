@@ -132,11 +132,16 @@ def wait_call(conn, sql: str, params, cancel, undo: Callable) -> Any:
 
     def watch():
         while not done.is_set():
-            if cancel.wait(CANCEL_CHECK) and not done.is_set():
-                try:
-                    conn.cancel()
-                except Exception:
-                    pass
+            if cancel.wait(CANCEL_CHECK):
+                # sent again every _sql.CANCEL_RESEND s until the call has ended:
+                # PostgreSQL drops a cancel that comes while it still reads
+                # the call's messages
+                while not done.is_set():
+                    try:
+                        conn.cancel()
+                    except Exception:
+                        pass
+                    done.wait(_sql.CANCEL_RESEND)
                 return
     watcher = threading.Thread(target=watch, daemon=True, name="fencing cancel watcher")
     watcher.start()
