@@ -117,6 +117,20 @@ def test_a_dropped_cancel_is_sent_again(conn, monkeypatch):
         assert isinstance(error, fencing.LeaseCancelled) and len(sent) >= 2
 
 
+async def cancel_an_aio_wait(conn, waiter):
+    """Starts waiter.acquire() (a wait), cancels its task once its backend
+    waits in fencing.acquire(), and awaits the CancelledError."""
+    task = asyncio.ensure_future(waiter.acquire())
+    for _ in range(600):
+        if waiters(conn, f"fencing keepalive {waiter.holder}"):
+            break
+        await asyncio.sleep(0.05)
+    assert waiters(conn, f"fencing keepalive {waiter.holder}")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 30)
+
+
 def test_a_dropped_cancel_is_sent_again_by_asyncio(conn, monkeypatch):
     sent = dropping_the_first_cancel(monkeypatch, psycopg.AsyncConnection)
     resource = name("aiodropped")
@@ -124,14 +138,7 @@ def test_a_dropped_cancel_is_sent_again_by_asyncio(conn, monkeypatch):
     async def main():
         async with fencing.aio.Lease("", resource, ttl=2):
             waiter = fencing.aio.Lease("", resource, ttl=2, wait=fencing.FOREVER)
-            task = asyncio.ensure_future(waiter.acquire())
-            for _ in range(600):
-                if waiters(conn, f"fencing keepalive {waiter.holder}"):
-                    break
-                await asyncio.sleep(0.1)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await asyncio.wait_for(task, 30)
+            await cancel_an_aio_wait(conn, waiter)
             return waiter.holder
     holder = asyncio.run(main())
     assert len(sent) >= 2
@@ -187,15 +194,7 @@ def test_asyncio_cancel_ends_the_wait_and_cancels_the_call(conn):
     async def main():
         async with fencing.aio.Lease("", resource, ttl=2) as first:
             waiter = fencing.aio.Lease("", resource, ttl=2, wait=fencing.FOREVER)
-            task = asyncio.ensure_future(waiter.acquire())
-            for _ in range(600):
-                if waiters(conn, f"fencing keepalive {waiter.holder}"):
-                    break
-                await asyncio.sleep(0.05)
-            assert waiters(conn, f"fencing keepalive {waiter.holder}")
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
+            await cancel_an_aio_wait(conn, waiter)
             assert not waiters(conn, f"fencing keepalive {waiter.holder}")
             return first.token, waiter.holder
     token, holder = asyncio.run(main())
