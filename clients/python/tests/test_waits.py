@@ -168,8 +168,12 @@ CTRL_C = textwrap.dedent("""
 def test_ctrl_c_ends_the_wait_and_cancels_the_call(conn):
     resource, holder = name("ctrlc"), name("ctrl-c")
     with fencing.Lease("", resource, ttl=5) as first:
+        # SIGINT's default restored, as in a terminal: a suite started in the
+        # background (`&` without job control) ignores SIGINT, its children
+        # inherit that, and Python then installs no KeyboardInterrupt handler
         child = subprocess.Popen([sys.executable, "-c", CTRL_C, resource, holder], stdout=subprocess.PIPE,
-                                 text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+                                 text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             # interrupted only once its call sleeps in the wait (wait_event_type
             # 'Extension'): 'active' is shown from the Parse message on, and a
