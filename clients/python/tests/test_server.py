@@ -5,6 +5,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import psycopg
@@ -202,6 +203,41 @@ def test_the_loss_comes_at_the_deadline_while_a_renewal_hangs(conn):
             blocker.rollback()
     finally:
         blocker.close()
+
+
+def test_a_late_cancel_request_does_not_cancel_the_release(conn, monkeypatch):
+    # The loss interrupts the hanging renewal with a cancel request sent
+    # without waiting; delivered late (here 0.5 s), it must not land on the
+    # release that follows: an interrupted connection is not used again.
+    cancel = psycopg.Connection.cancel
+
+    def late_cancel(self):
+        time.sleep(0.5)
+        cancel(self)
+    monkeypatch.setattr(psycopg.Connection, "cancel", late_cancel)
+    resource = name("order")
+    blocker = psycopg.connect("")
+    try:
+        lease = fencing.Lease("", resource, holder="worker-l", ttl=1.5)
+        lease.acquire()
+        blocker.execute("SELECT 1 FROM fencing.resources WHERE resource = %s FOR UPDATE", (resource,))
+        assert lease.lost.wait(3)
+        blocker.rollback()            # the renewal ends
+        lease._worker.join(3)
+        # the release waits for the row while the late request arrives
+        blocker.execute("SELECT 1 FROM fencing.resources WHERE resource = %s FOR UPDATE", (resource,))
+        result = []
+        releasing = threading.Thread(target=lambda: result.append(lease.release()))
+        releasing.start()
+        time.sleep(1)
+        blocker.rollback()
+        releasing.join(5)
+        # no QueryCanceled: a release, True or False (the renewal that the
+        # lock held up may have come in before the server's expiry)
+        assert len(result) == 1 and isinstance(result[0], bool)
+    finally:
+        blocker.close()
+    assert not (live(conn, resource) or (None, None, False))[2]
 
 
 def test_fenced_commits_on_a_connection_without_autocommit(conn):

@@ -8,6 +8,7 @@ import math
 import os
 import secrets
 import socket
+import weakref
 from typing import Optional
 
 from ._deadline import Deadline
@@ -138,3 +139,19 @@ class LeaseBase:
         if self._state is None or self.token is None or self._state.expired():
             reason = self._state.reason if self._state and self._state.reason else "not acquired"
             raise LeaseLost(f"lease on {self.resource} lost: {reason}")
+
+
+# Connections a cancel request was sent at without waiting for the call to
+# end (a loss, a stuck release): the request may reach the server only after
+# that call has ended and cancel the next statement, so such a connection is
+# never used again.
+_interrupted: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def mark_interrupted(conn) -> None:
+    _interrupted.add(conn)
+
+
+def reusable(conn) -> bool:
+    """False for no connection, a closed or broken one, or one interrupted."""
+    return conn is not None and not conn.closed and not conn.broken and conn not in _interrupted

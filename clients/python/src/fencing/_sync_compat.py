@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional
 import psycopg
 
 from . import _sql
+from ._core import mark_interrupted
 from ._deadline import Deadline
 from .errors import LeaseCancelled
 
@@ -75,6 +76,7 @@ def interrupt(conn) -> None:
     thread, without waiting for it."""
     if conn is None or conn.closed:
         return
+    mark_interrupted(conn)
 
     def cancel():
         try:

@@ -20,7 +20,8 @@ import psycopg
 from . import _aio_compat as _compat
 from . import _sql
 from ._core import (FOREVER, RELEASED, WAIT_CHUNK, LeaseBase, already_held, check_holder,
-                    check_lease_arguments, check_resource, log, not_granted, retry_interval, seconds)
+                    check_lease_arguments, check_resource, log, not_granted, retry_interval, reusable,
+                    seconds)
 from ._fenced import begin, on_refusal, opening
 from .errors import (FencingError, LeaseAlreadyHeld, LeaseBusy, LeaseCancelled, LeaseError, LeaseLost,
                      LeaseTimeout, MissingTokenError, StaleTokenError)
@@ -136,7 +137,7 @@ class Lease(LeaseBase):
             self._conn = None
 
     async def _connection(self):
-        if self._conn is None or self._conn.closed or self._conn.broken:
+        if not reusable(self._conn):
             await _compat.close_quietly(self._conn)
             self._conn = await _compat.connect(self.conninfo, **_sql.keepalive_options(
                 self.conninfo, self.holder, [self]))
@@ -300,7 +301,7 @@ class Session:
             await self._drop_connection()
 
     async def _connection(self):
-        if self._conn is None or self._conn.closed or self._conn.broken:
+        if not reusable(self._conn):
             await self._drop_connection()
             self._conn = await _compat.connect(self.conninfo, **_sql.keepalive_options(
                 self.conninfo, self.holder, self._leases.values()))

@@ -21,7 +21,8 @@ import psycopg
 from . import _sync_compat as _compat
 from . import _sql
 from ._core import (FOREVER, RELEASED, WAIT_CHUNK, LeaseBase, already_held, check_holder,
-                    check_lease_arguments, check_resource, log, not_granted, retry_interval, seconds)
+                    check_lease_arguments, check_resource, log, not_granted, retry_interval, reusable,
+                    seconds)
 from ._fenced import begin, on_refusal, opening
 from .errors import (FencingError, LeaseAlreadyHeld, LeaseBusy, LeaseCancelled, LeaseError, LeaseLost,
                      LeaseTimeout, MissingTokenError, StaleTokenError)
@@ -137,7 +138,7 @@ class Lease(LeaseBase):
             self._conn = None
 
     def _connection(self):
-        if self._conn is None or self._conn.closed or self._conn.broken:
+        if not reusable(self._conn):
             _compat.close_quietly(self._conn)
             self._conn = _compat.connect(self.conninfo, **_sql.keepalive_options(
           self.conninfo, self.holder, [self]))
@@ -301,7 +302,7 @@ class Session:
             self._drop_connection()
 
     def _connection(self):
-        if self._conn is None or self._conn.closed or self._conn.broken:
+        if not reusable(self._conn):
             self._drop_connection()
             self._conn = _compat.connect(self.conninfo, **_sql.keepalive_options(
           self.conninfo, self.holder, self._leases.values()))
