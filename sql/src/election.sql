@@ -16,7 +16,7 @@
 -- The longest election name: a NOTIFY payload holds less than 8000 bytes.
 CREATE OR REPLACE FUNCTION fencing_internal._check_election(election text)
 RETURNS void
-LANGUAGE plpgsql IMMUTABLE
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
