@@ -28,6 +28,7 @@
 #include "admin/ddl.hpp"
 #include "base/boundary.hpp"
 #include "base/compat.hpp"
+#include "base/shared_memory.hpp"
 #include "catalog/extension.hpp"
 #include "citus/citus_marks.hpp"
 #include "citus/token_relay.hpp"
@@ -197,35 +198,34 @@ void process_utility(PlannedStmt *statement, const char *text, bool read_only,
 }
 
 /*
- * shmem_request (preloaded only): the previous hook; the token windows
+ * Every shared-memory area (preloaded only; base/shared_memory.hpp), in the
+ * order they are requested and attached: the token windows
  * (state/token_issue); the lease epoch's start (state/lease_grace); the
- * statistics (reporting/stats); the lease counters (reporting/lease_stats);
- * the rollout report (reporting/rollout); the queue of waiting acquire()
+ * statistics (reporting/stats); the rollout report (reporting/rollout); the
+ * lease counters (reporting/lease_stats); the queue of waiting acquire()
  * calls (leases/lease_queue).
  */
+const fencing::SharedArea *const shared_areas[] = {
+    &fencing::token_windows_area,  &fencing::lease_epoch_area,      &fencing::stats_area,
+    &fencing::stats_prepared_area, &fencing::rollout_overflow_area, &fencing::rollout_prepared_area,
+    &fencing::rollout_report_area, &fencing::lease_stats_area,      &fencing::lease_queue_area,
+};
+constexpr int shared_area_count = sizeof shared_areas / sizeof shared_areas[0];
+
+/* shmem_request (preloaded only): the previous hook, then every area's space and locks. */
 void shmem_request()
 {
 	if (previous_shmem_request != nullptr)
 		previous_shmem_request();
-	fencing::token_issue_request_shmem();
-	fencing::lease_grace_request_shmem();
-	fencing::stats_request_shmem();
-	fencing::rollout_request_shmem();
-	fencing::lease_stats_request_shmem();
-	fencing::lease_queue_request_shmem();
+	fencing::request_shared_areas(shared_areas, shared_area_count);
 }
 
-/* shmem_startup (preloaded only): the same order as shmem_request(). */
+/* shmem_startup (preloaded only): the previous hook, then every area attached. */
 void shmem_startup()
 {
 	if (previous_shmem_startup != nullptr)
 		previous_shmem_startup();
-	fencing::token_issue_startup_shmem();
-	fencing::lease_grace_startup_shmem();
-	fencing::stats_startup_shmem();
-	fencing::rollout_startup_shmem();
-	fencing::lease_stats_startup_shmem();
-	fencing::lease_queue_startup_shmem();
+	fencing::attach_shared_areas(shared_areas, shared_area_count);
 }
 
 /*

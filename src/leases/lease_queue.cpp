@@ -80,30 +80,21 @@ Size queue_size()
 	                mul_size(sizeof(QueueRecord), static_cast<Size>(MaxBackends)));
 }
 
-} // namespace
-
-void lease_queue_request_shmem()
+void attach_queue(void *memory, bool found, LWLockPadded *locks)
 {
-	RequestAddinShmemSpace(queue_size());
-	RequestNamedLWLockTranche("fencing lease queue", 1);
-}
-
-void lease_queue_startup_shmem()
-{
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	queue_lock = &GetNamedLWLockTranche("fencing lease queue")[0].lock;
-	bool found;
-	queue =
-	    static_cast<SharedQueue *>(ShmemInitStruct("fencing lease queue", queue_size(), &found));
+	queue_lock = &locks[0].lock;
+	queue = static_cast<SharedQueue *>(memory);
 	if (!found) {
 		queue->next_arrival = 1;
 		pg_atomic_init_u32(&queue->active, 0);
 		queue->records = MaxBackends;
-		for (int i = 0; i < queue->records; i++)
-			queue->record[i] = QueueRecord{0, 0, false, false, false};
 	}
-	LWLockRelease(AddinShmemInitLock);
 }
+
+} // namespace
+
+const SharedArea lease_queue_area =
+    shared_struct("fencing lease queue", queue_size, attach_queue, "fencing lease queue", 1);
 
 namespace
 {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "base/boundary.hpp"
+#include "base/shared_memory.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -64,11 +65,10 @@ void hold_place_until_commit(QueuePlace *place);
 void wake_queue_at_commit(const char *resource);
 
 /*
- * The queue's part of the shmem_request and shmem_startup hooks and of the
+ * The queue's shared memory (base/shared_memory.hpp) and its part of the
  * transaction callbacks (preloaded only), called by entry/module.cpp.
  */
-void lease_queue_request_shmem();
-void lease_queue_startup_shmem();
+extern const SharedArea lease_queue_area;
 void lease_queue_end_of_transaction(XactEvent event);
 void lease_queue_end_of_subtransaction(SubXactEvent event, SubTransactionId subid,
                                        SubTransactionId parent);

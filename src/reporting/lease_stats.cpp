@@ -161,9 +161,10 @@ TimestampTz last_reclaim = 0; /* this backend's last look for the rows of droppe
 int call_count = 0;
 int call_room = 0;
 
-Size shared_size()
+void attach_shared(void *memory, bool, LWLockPadded *locks)
 {
-	return MAXALIGN(sizeof(Shared));
+	lock = &locks[0].lock;
+	shared = static_cast<Shared *>(memory);
 }
 
 int64 interval_us(Datum ttl)
@@ -617,22 +618,8 @@ void count_stale_lease_token(const char *resource, int64 presented)
 	LWLockRelease(lock);
 }
 
-void lease_stats_request_shmem()
-{
-	RequestAddinShmemSpace(shared_size());
-	RequestNamedLWLockTranche("fencing lease stats", 1);
-}
-
-void lease_stats_startup_shmem()
-{
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	lock = &GetNamedLWLockTranche("fencing lease stats")[0].lock;
-	bool found;
-	shared = static_cast<Shared *>(ShmemInitStruct("fencing lease stats", sizeof(Shared), &found));
-	if (!found)
-		memset(shared, 0, sizeof(Shared));
-	LWLockRelease(AddinShmemInitLock);
-}
+const SharedArea lease_stats_area =
+    shared_struct("fencing lease stats", size_of<Shared>, attach_shared, "fencing lease stats", 1);
 
 void lease_stats_end_of_transaction(XactEvent event)
 {

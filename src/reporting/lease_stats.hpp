@@ -7,6 +7,7 @@
 #pragma once
 
 #include "base/boundary.hpp"
+#include "base/shared_memory.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -30,9 +31,8 @@ void count_release(const char *resource, int64 token, bool released);
 /* fence() refuses `presented` for `resource` as stale (counted at once). */
 void count_stale_lease_token(const char *resource, int64 presented);
 
-/* Shared memory (only when preloaded): requested, then attached (entry/module.cpp). */
-void lease_stats_request_shmem();
-void lease_stats_startup_shmem();
+/* The lease counters' shared memory (only when preloaded; base/shared_memory.hpp). */
+extern const SharedArea lease_stats_area;
 
 /* The end of a (sub)transaction (only when preloaded): its calls are counted or dropped. */
 void lease_stats_end_of_transaction(XactEvent event);

@@ -455,43 +455,31 @@ void rollout_after_utility(const StatsUtility &seen)
 		settle_prepared(seen.gid, seen.kind == TRANS_STMT_COMMIT_PREPARED);
 }
 
-Size prepared_size()
+namespace
 {
-	return mul_size(sizeof(PreparedGroups), static_cast<Size>(max_prepared_xacts));
+
+void attach_overflow(void *memory, bool found, LWLockPadded *locks)
+{
+	shared = static_cast<Shared *>(memory);
+	if (!found)
+		shared->lock = &locks[0].lock;
 }
 
-void rollout_request_shmem()
+long report_entries()
 {
-	RequestAddinShmemSpace(
-	    add_size(add_size(MAXALIGN(sizeof(Shared)), MAXALIGN(prepared_size())),
-	             hash_estimate_size(rollout_report_max + overflow_room, sizeof(ReportGroup))));
-	RequestNamedLWLockTranche("fencing rollout report", 1);
+	return rollout_report_max + overflow_room;
 }
 
-void rollout_startup_shmem()
-{
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	bool found;
-	shared =
-	    static_cast<Shared *>(ShmemInitStruct("fencing rollout overflow", sizeof(Shared), &found));
-	if (!found) {
-		shared->lock = &GetNamedLWLockTranche("fencing rollout report")[0].lock;
-		shared->overflow_entries = 0;
-	}
-	if (max_prepared_xacts > 0) {
-		prepared_slots = static_cast<PreparedGroups *>(
-		    ShmemInitStruct("fencing rollout prepared", prepared_size(), &found));
-		if (!found)
-			memset(prepared_slots, 0, prepared_size());
-	}
-	HASHCTL ctl;
-	ctl.keysize = sizeof(ReportKey);
-	ctl.entrysize = sizeof(ReportGroup);
-	groups = ShmemInitHash("fencing rollout report", rollout_report_max + overflow_room,
-	                       rollout_report_max + overflow_room, &ctl,
-	                       HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
-	LWLockRelease(AddinShmemInitLock);
-}
+} // namespace
+
+const SharedArea rollout_overflow_area = shared_struct(
+    "fencing rollout overflow", size_of<Shared>, attach_overflow, "fencing rollout report", 1);
+const SharedArea rollout_prepared_area =
+    shared_struct("fencing rollout prepared", size_per_prepared_xact<PreparedGroups>,
+                  attach_pointer<PreparedGroups, &prepared_slots>);
+const SharedArea rollout_report_area =
+    shared_hash("fencing rollout report", report_entries, sizeof(ReportKey), sizeof(ReportGroup),
+                attach_pointer<HTAB, &groups>);
 
 /* Removes the groups of the databases for which `remove` (a dbid) is true; lock held exclusive. */
 template <typename Remove> void remove_groups(Remove remove)

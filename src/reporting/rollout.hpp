@@ -68,8 +68,10 @@ void rollout_after_utility(const StatsUtility &seen);
 /* The setting fencing.rollout_report_max (entry/settings.cpp). */
 extern int rollout_report_max;
 
-/* Shared memory (only when preloaded): requested, then attached (entry/module.cpp). */
-void rollout_request_shmem();
-void rollout_startup_shmem();
+/* The overflow, the prepared transactions' groups, the groups (only when preloaded;
+ * base/shared_memory.hpp). */
+extern const SharedArea rollout_overflow_area;
+extern const SharedArea rollout_prepared_area;
+extern const SharedArea rollout_report_area;
 
 } // namespace fencing

@@ -163,38 +163,16 @@ int saved_room = 0;
 char preparing_gid[GIDSIZE];
 bool preparing_gid_known = false;
 
-Size shared_size()
+long stats_entries()
 {
-	return add_size(MAXALIGN(hash_estimate_size(stats_max, sizeof(Entry))),
-	                mul_size(sizeof(PreparedSlot), static_cast<Size>(max_prepared_xacts)));
+	return stats_max;
 }
 
-void request_shared()
+void attach_entries(void *memory, bool, LWLockPadded *locks)
 {
-	RequestAddinShmemSpace(shared_size());
-	RequestNamedLWLockTranche("fencing stats", 2);
-}
-
-void start_shared()
-{
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	LWLockPadded *locks = GetNamedLWLockTranche("fencing stats");
 	lock = &locks[0].lock;
 	prepared_lock = &locks[1].lock;
-	HASHCTL ctl;
-	ctl.keysize = sizeof(Key);
-	ctl.entrysize = sizeof(Entry);
-	entries = ShmemInitHash("fencing stats", stats_max, stats_max, &ctl,
-	                        HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
-	if (max_prepared_xacts > 0) {
-		bool found;
-		Size size = mul_size(sizeof(PreparedSlot), static_cast<Size>(max_prepared_xacts));
-		prepared_slots =
-		    static_cast<PreparedSlot *>(ShmemInitStruct("fencing prepared counts", size, &found));
-		if (!found)
-			memset(prepared_slots, 0, size);
-	}
-	LWLockRelease(AddinShmemInitLock);
+	entries = static_cast<HTAB *>(memory);
 }
 
 void copy_text(char *to, const char *from)
@@ -588,15 +566,11 @@ void note_rejection(Relation rel, const char *resource, Rejection kind, const ch
 	LWLockRelease(lock);
 }
 
-void stats_request_shmem()
-{
-	request_shared();
-}
-
-void stats_startup_shmem()
-{
-	start_shared();
-}
+const SharedArea stats_area = shared_hash("fencing stats", stats_entries, sizeof(Key),
+                                          sizeof(Entry), attach_entries, "fencing stats", 2);
+const SharedArea stats_prepared_area =
+    shared_struct("fencing prepared counts", size_per_prepared_xact<PreparedSlot>,
+                  attach_pointer<PreparedSlot, &prepared_slots>);
 
 StatsUtility stats_before_utility(const PlannedStmt *statement)
 {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "base/token_compare.hpp"
+#include "base/shared_memory.hpp"
 
 extern "C" {
 #include "access/twophase.h"
@@ -62,9 +63,10 @@ extern int stats_max;
 extern int log_rejections;
 extern const config_enum_entry log_rejection_options[];
 
-/* Shared memory (only when preloaded): requested, then attached (entry/module.cpp). */
-void stats_request_shmem();
-void stats_startup_shmem();
+/* The counts and the prepared transactions' counts (only when preloaded; base/shared_memory.hpp).
+ */
+extern const SharedArea stats_area;
+extern const SharedArea stats_prepared_area;
 
 /*
  * Keeps, at the start of `dbids`, those of its `count` databases that no

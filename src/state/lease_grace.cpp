@@ -43,21 +43,20 @@ EpochStart *epoch_start = nullptr;
 
 } // namespace
 
-void lease_grace_request_shmem()
+namespace
 {
-	RequestAddinShmemSpace(MAXALIGN(sizeof(EpochStart)));
-}
 
-void lease_grace_startup_shmem()
+void attach_epoch_start(void *memory, bool found, LWLockPadded *)
 {
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	bool found;
-	epoch_start = static_cast<EpochStart *>(
-	    ShmemInitStruct("fencing lease epoch", sizeof(EpochStart), &found));
+	epoch_start = static_cast<EpochStart *>(memory);
 	if (!found)
 		epoch_start->started = GetCurrentTimestamp();
-	LWLockRelease(AddinShmemInitLock);
 }
+
+} // namespace
+
+const SharedArea lease_epoch_area =
+    shared_struct("fencing lease epoch", size_of<EpochStart>, attach_epoch_start);
 
 int64 lease_epoch()
 {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "base/boundary.hpp"
+#include "base/shared_memory.hpp"
 
 extern "C" {
 #include "utils/guc.h"
@@ -52,8 +53,7 @@ bool lease_flush_optional();
  */
 Datum lease_grace_interval();
 
-/* Shared memory for the epoch's start (only when preloaded; entry/module.cpp). */
-void lease_grace_request_shmem();
-void lease_grace_startup_shmem();
+/* The epoch's start in shared memory (only when preloaded; base/shared_memory.hpp). */
+extern const SharedArea lease_epoch_area;
 
 } // namespace fencing

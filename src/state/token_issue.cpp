@@ -390,22 +390,11 @@ FENCING_PLAIN_DATA(SharedWindows);
 
 SharedWindows *windows = nullptr; /* nullptr when not preloaded */
 
-void request_windows()
+void attach_windows(void *memory, bool found, LWLockPadded *)
 {
-	RequestAddinShmemSpace(MAXALIGN(sizeof(SharedWindows)));
-}
-
-void start_windows()
-{
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	bool found;
-	windows = static_cast<SharedWindows *>(
-	    ShmemInitStruct("fencing token windows", sizeof(SharedWindows), &found));
-	if (!found) {
-		memset(windows, 0, sizeof(SharedWindows));
+	windows = static_cast<SharedWindows *>(memory);
+	if (!found)
 		SpinLockInit(&windows->mutex);
-	}
-	LWLockRelease(AddinShmemInitLock);
 }
 
 /* The slot of (database, sequence), or nullptr.  Call with the mutex. */
@@ -816,15 +805,8 @@ FENCING_FUNCTION(token_at)
 	PG_RETURN_INT64(generation_start(generation) + low);
 }
 
-void token_issue_request_shmem()
-{
-	request_windows();
-}
-
-void token_issue_startup_shmem()
-{
-	start_windows();
-}
+const SharedArea token_windows_area =
+    shared_struct("fencing token windows", size_of<SharedWindows>, attach_windows);
 
 namespace
 {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "base/boundary.hpp"
+#include "base/shared_memory.hpp"
 
 extern "C" {
 #include "utils/guc.h"
@@ -56,9 +57,8 @@ extern int grant_confirmation;
 extern const struct config_enum_entry confirmation_options[];
 extern int standby_reply_timeout;
 
-/* Shared memory for the token windows (only when preloaded; entry/module.cpp). */
-void token_issue_request_shmem();
-void token_issue_startup_shmem();
+/* The token windows' shared memory (only when preloaded; base/shared_memory.hpp). */
+extern const SharedArea token_windows_area;
 
 /*
  * Makes the current transaction's commit durable whatever the session asks
