@@ -33,7 +33,6 @@ extern "C" {
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
-#include "storage/shmem.h"
 }
 
 namespace fencing

@@ -27,7 +27,6 @@ extern "C" {
 #include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
-#include "storage/shmem.h"
 #include "storage/spin.h"
 #include "funcapi.h"
 #include "utils/builtins.h"

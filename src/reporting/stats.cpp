@@ -46,7 +46,6 @@ extern "C" {
 #include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
-#include "storage/shmem.h"
 #include "storage/spin.h"
 #include "mb/pg_wchar.h"
 #include "nodes/parsenodes.h"

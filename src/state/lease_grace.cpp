@@ -18,7 +18,6 @@ extern "C" {
 #include "datatype/timestamp.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
-#include "storage/shmem.h"
 #include "utils/timestamp.h"
 }
 

@@ -55,7 +55,6 @@ extern "C" {
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "storage/lwlock.h"
-#include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
