@@ -40,11 +40,6 @@ FENCING_PLAIN_DATA(EpochStart);
 
 EpochStart *epoch_start = nullptr;
 
-} // namespace
-
-namespace
-{
-
 void attach_epoch_start(void *memory, bool found, LWLockPadded *)
 {
 	epoch_start = static_cast<EpochStart *>(memory);
