@@ -59,7 +59,10 @@ Decision decide(const WriteFacts &f)
 		return made(Verdict::report, Rule::lent, f.stored, false);
 	if (!f.has_token)
 		return decide_missing(f);
-	if (f.max_token != 0 && f.presented > f.max_token)
+	/* Stale either way: refused as stale, which is what a stale ORM save must learn. */
+	if (f.second_token != 0 && token_accepts(f.mode, f.stored, f.presented))
+		return made(Verdict::refuse, Rule::two_tokens, f.presented);
+	if (above_max_token(f.max_token, f.presented))
 		return made(Verdict::refuse, Rule::above_max, f.presented);
 	/* An enforcing guard's INSERT meets its key's mark after the unique check. */
 	if (f.operation == Operation::insert && f.enforce)
@@ -75,13 +78,15 @@ Decision decide(const WriteFacts &f)
 const char *verdict_name(Verdict verdict)
 {
 	static const char *const names[] = {"accept", "refuse", "report", "maintain"};
+	static_assert(sizeof names / sizeof *names == static_cast<int>(Verdict::maintain) + 1);
 	return names[static_cast<int>(verdict)];
 }
 
 const char *rule_name(Rule rule)
 {
-	static const char *const names[] = {"none",      "stale",      "missing",
-	                                    "above_max", "mark_moved", "lent"};
+	static const char *const names[] = {"none",       "stale",      "missing", "above_max",
+	                                    "mark_moved", "two_tokens", "lent"};
+	static_assert(sizeof names / sizeof *names == static_cast<int>(Rule::lent) + 1);
 	return names[static_cast<int>(rule)];
 }
 

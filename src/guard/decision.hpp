@@ -49,6 +49,11 @@ struct WriteFacts {
 	 * upsert's INSERT, for its UPDATE; a moved row's UPDATE, for its DELETE.
 	 */
 	bool lent_reported;
+	/*
+	 * update: the UPDATE assigns the token column this token, neither
+	 * fencing.token's (`presented`) nor the row's own (a write-back); 0: none.
+	 */
+	int64 second_token;
 	bool has_mark;    /* new_key: the key has a mark */
 	bool kept_insert; /* new_key: the BEFORE INSERT kept this very mark (maintenance.hpp) */
 };
@@ -67,6 +72,7 @@ enum class Rule {
 	missing,    /* 23T02: no token */
 	above_max,  /* 22023: above the table's max_token, in both modes */
 	mark_moved, /* 40001, report-only: a concurrent DELETE raised the mark this row kept */
+	two_tokens, /* 22023: an UPDATE assigns a second token, which fencing.token could follow */
 	lent        /* the other half of the write reported it: kept, not reported again */
 };
 

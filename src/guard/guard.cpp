@@ -303,7 +303,10 @@ WriteFacts facts_of(Operation operation, const TableSettings &fence, const Table
 	return f;
 }
 
-/* Raises the refusal's error: 23T01, 23T02 or 40001 (22023 is raised before). */
+/*
+ * Raises the refusal's error: 23T01, 23T02, 22023 for two tokens or 40001
+ * (22023 above max_token is raised before).
+ */
 [[noreturn]] void refuse(const Carried &c, const char *key, const WriteFacts &f, const Decision &d)
 {
 	AttrNumber column = c.fence->token_attnum;
@@ -315,6 +318,10 @@ WriteFacts facts_of(Operation operation, const TableSettings &fence, const Table
 		                         : c.missing_stored));
 	if (d.rule == Rule::stale)
 		report_stale(c.rel, column, key, f.mode, f.presented, shown(c.rel, column, f.stored));
+	if (d.rule == Rule::two_tokens)
+		report_two_tokens(
+		    c.rel, key, NameStr(TupleDescAttr(RelationGetDescr(c.rel), column - 1)->attname),
+		    f.second_token, f.presented, shown(c.rel, column, stored_token(c.rel, c.row, column)));
 	report_mark_moved(c.rel, key, shown(c.rel, column, f.presented),
 	                  shown(c.rel, column, f.stored));
 }
@@ -443,13 +450,13 @@ bool reset_token_row(const Write &w, HeapTuple old_row, HeapTuple new_row)
  * fencing.token it is the assigned value.  With it, the value the row
  * already has is no token (an ORM writes back every column it loaded): the
  * transaction's token applies; the transaction's token is that token; any
- * other value is a second token in one write, refused - as stale if the
- * transaction's token cannot follow the row's (`follow`, see bar()): an ORM's stale save
- * writes back a value it loaded before the newer holder wrote, and must be
- * told what matters, that its lock is lost.  fenced_update()'s own row
- * presents its token argument.
+ * other value is a second token in one write (`*second`, for decide(): refused
+ * as such, or as stale if the transaction's token cannot follow the row's: an
+ * ORM's stale save writes back a value it loaded before the newer holder
+ * wrote, and must be told what matters, that its lock is lost).
+ * fenced_update()'s own row presents its token argument.
  */
-int64 assigned_token(const Write &w, HeapTuple old_row, HeapTuple new_row, int64 follow)
+int64 assigned_token(const Write &w, HeapTuple old_row, HeapTuple new_row, int64 *second)
 {
 	TupleDesc desc = RelationGetDescr(w.rel);
 	AttrNumber column = w.fence->token_attnum;
@@ -464,11 +471,9 @@ int64 assigned_token(const Write &w, HeapTuple old_row, HeapTuple new_row, int64
 	if (isnull ? stored_isnull : !stored_isnull && DatumGetInt64(value) == DatumGetInt64(stored))
 		return transaction;
 	int64 assigned = require_token(value, isnull, "fencing token");
-	if (assigned == transaction || !token_accepts(w.fence->mode, follow, transaction))
-		return transaction;
-	report_two_tokens(w.rel, describe_row(w.rel, old_row),
-	                  NameStr(TupleDescAttr(desc, column - 1)->attname), assigned, transaction,
-	                  shown(w.rel, column, stored_token(w.rel, old_row, column)));
+	if (assigned != transaction)
+		*second = assigned;
+	return transaction;
 }
 
 /*
@@ -545,7 +550,7 @@ Datum guard_update(const Write &w, const Lend *taken)
 	f.stored = bar(w, stored_token(w.rel, old_row, w.fence->token_attnum));
 	f.has_token = true;
 	if (assigned) {
-		f.presented = assigned_token(w, old_row, new_row, f.stored);
+		f.presented = assigned_token(w, old_row, new_row, &f.second_token);
 	} else if (!session_token(&f.presented)) {
 		if (taken != nullptr && taken->from_insert && proposed_key(w, *taken, old_row)) {
 			f.presented = taken->token;

@@ -42,6 +42,13 @@ WriteFacts maintenance(WriteFacts f)
 	return f;
 }
 
+/* The UPDATE also assigns the token column `token`. */
+WriteFacts second(WriteFacts f, int64 token)
+{
+	f.second_token = token;
+	return f;
+}
+
 /* The other half of the write reported it, and lent `presented`. */
 WriteFacts lent(WriteFacts f)
 {
@@ -118,6 +125,17 @@ const Case cases[] = {
      maintenance(write(upd, mono, enforcing, none, 4, 5)), refuse, Rule::stale, 5, true, false},
     {"update above max_token, maintenance", maintenance(write(upd, mono, enforcing, 4, 5, 1)),
      refuse, Rule::above_max, 5, true, false},
+    /* UPDATE that assigns the token column a second token (fencing.token is `presented`) */
+    {"update with a second token", second(write(upd, mono, enforcing, none, 5, 4), 7), refuse,
+     Rule::two_tokens, 5, true, false},
+    {"update with a second token, report-only", second(write(upd, strict, report_only, 4, 5, 4), 7),
+     refuse, Rule::two_tokens, 5, true, false},
+    {"update with a second token, stale", second(write(upd, mono, enforcing, none, 5, 6), 7),
+     refuse, Rule::stale, 6, true, false},
+    {"update with a second token, stale, report-only",
+     second(write(upd, mono, report_only, none, 5, 6), 7), report, Rule::stale, 6, true, false},
+    {"update with a second token, above max_token", second(write(upd, mono, enforcing, 4, 5, 4), 7),
+     refuse, Rule::two_tokens, 5, true, false},
     /* UPDATE of an upsert whose INSERT reported it */
     {"upsert's update, lent reported", lent(write(upd, mono, enforcing, none, 4, 5)), report,
      Rule::lent, 5, true, false},
