@@ -57,6 +57,12 @@ inline bool token_accepts(Mode mode, int64 stored, int64 presented)
 	return mode == Mode::strict ? presented > stored : presented >= stored;
 }
 
+/* Is `presented` above the ceiling `max_token` (a table's max_token; 0: none)? */
+inline bool above_max_token(int64 max_token, int64 presented)
+{
+	return max_token != 0 && presented > max_token;
+}
+
 /* Parses 'monotonic' or 'strict'; false for anything else. */
 bool parse_mode(const char *text, Mode *mode);
 

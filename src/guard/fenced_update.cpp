@@ -4,6 +4,7 @@
  * token accepts `token`, run with the caller's rights through cached plans.
  */
 #include "reporting/rejections.hpp"
+#include "guard/decision.hpp"
 #include "guard/fenced_write.hpp"
 #include "base/spi.hpp"
 #include "catalog/citus_names.hpp"
@@ -56,6 +57,23 @@ struct Call {
 	Columns changes;
 };
 FENCING_PLAIN_DATA(Call);
+
+/*
+ * Does `stored` (the row's token, its key's mark or the table's floor) let
+ * the call's token in?  The guard's decision for its UPDATE; max_token is
+ * the guard's to check, on the row the UPDATE writes.
+ */
+bool follows(const Call &call, int64 stored)
+{
+	WriteFacts f{};
+	f.operation = Operation::update;
+	f.mode = call.fence.mode;
+	f.enforce = true;
+	f.has_token = true;
+	f.presented = call.token;
+	f.stored = stored;
+	return decide(f).verdict == Verdict::accept;
+}
 
 /* Where a column stands among the key columns (in attnum order), or -1. */
 int key_position(const Call &call, AttrNumber attnum)
@@ -218,8 +236,7 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 		 * inserted after the UPDATE's snapshot, or a trigger or an UPDATE
 		 * row security policy skipped it.
 		 */
-		return token_accepts(call.fence.mode, *stored, call.token) ? Outcome::skipped
-		                                                           : Outcome::stale;
+		return follows(call, *stored) ? Outcome::skipped : Outcome::stale;
 	}
 	/*
 	 * No row.  Under row security the row may be one the caller cannot see,
@@ -231,7 +248,7 @@ Outcome attempt(const Call &call, const FencedPlans &plans, int64 *stored)
 	KeyHash key =
 	    key_identity(call.rel, key_columns(primary_key(call)), key_in_index_order(call), isnull);
 	bool marked = call.marks.kind->find_for_table(&call.marks, key, stored);
-	if (marked && !token_accepts(call.fence.mode, *stored, call.token))
+	if (marked && !follows(call, *stored))
 		return Outcome::stale;
 	return Outcome::missing;
 }
@@ -317,7 +334,7 @@ FENCING_FUNCTION(fenced_update)
 	int64 floor = call.fence.is_protected ? call.marks.kind->write_floor(&call.marks) : 0;
 	int64 stored = floor;
 	volatile Outcome outcome = Outcome::skipped;
-	if (!token_accepts(call.fence.mode, floor, call.token)) {
+	if (!follows(call, floor)) {
 		outcome = Outcome::stale;
 	} else {
 		with_spi([&]() {

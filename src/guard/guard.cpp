@@ -19,6 +19,7 @@
 #include "catalog/citus_names.hpp"
 #include "reporting/rejections.hpp"
 #include "legacy/guard_0_1_0.hpp"
+#include "guard/decision.hpp"
 #include "guard/fenced_write.hpp"
 #include "catalog/keys.hpp"
 #include "legacy/key_text_0_1_0.hpp"
@@ -274,54 +275,91 @@ int64 shown(Relation rel, AttrNumber token_attnum, int64 stored)
 }
 
 /*
- * The token from fencing.token, or 23T02.  Without one, a maintenance write
- * (guard/maintenance.hpp) goes on, and a report-only guard reports the
- * write; both return false (the write keeps the stored token), counted as
- * accepted.
+ * What carrying a decision out names: the write's relation and settings, its
+ * row (nullptr: every row, TRUNCATE), and the stored token that a write
+ * without one is shown (an INSERT's row has none: 0).
  */
-bool token_from_setting(const Write &w, HeapTuple row, const char *operation, int64 stored,
-                        int64 *token)
-{
-	if (session_token(token))
-		return true;
-	count_accepted(w.info->counter);
-	if (maintenance_requested() &&
-	    maintenance_write(w.rel, w.info->options, w.fence->mode, describe_row(w.rel, row),
-	                      shown(w.rel, w.fence->token_attnum, stored)))
-		return false;
-	if (w.info->options.enforce)
-		report_missing(w.rel, w.fence->token_attnum, describe_row(w.rel, row), operation,
-		               shown(w.rel, w.fence->token_attnum, stored));
-	note_reported(w.rel, w.info->options.relid, Unfenced::missing, describe_row(w.rel, row),
-	              w.fence->mode, 0, shown(w.rel, w.fence->token_attnum, stored));
-	return false;
-}
+struct Carried {
+	Relation rel;
+	const TableSettings *fence;
+	const TableOptions *options;
+	PendingCount *counter;
+	HeapTuple row;
+	const char *operation; /* "INSERT", ...: for 23T02 */
+	int64 missing_stored;
+	MarkStore *truncate_marks; /* TRUNCATE: 23T02 shows the table's highest token */
+};
+FENCING_PLAIN_DATA(Carried);
 
-/* Refuses (22023) a token above the table's max_token, in both modes. */
-void refuse_above_ceiling(const Write &w, HeapTuple row, int64 presented)
+/* The facts every write shares: its table's options and the transaction's settings. */
+WriteFacts facts_of(Operation operation, const TableSettings &fence, const TableOptions &options)
 {
-	if (above_ceiling(w.info->options, presented))
-		report_above_ceiling(w.rel, describe_row(w.rel, row), presented, w.info->options.max_token,
-		                     w.info->options.enforce);
+	WriteFacts f{};
+	f.operation = operation;
+	f.mode = fence.mode;
+	f.enforce = options.enforce;
+	f.max_token = options.max_token;
+	f.maintenance = maintenance_requested();
+	return f;
 }
 
 /*
- * Refuses `presented` unless the table's mode accepts it over `stored` (and
- * its max_token); counts it if accepted.  A report-only guard reports a
- * stale token instead and returns false: the write keeps the stored token.
+ * Raises the refusal's error: 23T01, 23T02, 22023 for two tokens or 40001
+ * (22023 above max_token is raised before).
  */
-bool check(const Write &w, HeapTuple row, int64 presented, int64 stored)
+[[noreturn]] void refuse(const Carried &c, const char *key, const WriteFacts &f, const Decision &d)
 {
-	refuse_above_ceiling(w, row, presented);
-	bool accepted = token_accepts(w.fence->mode, stored, presented);
-	if (!accepted && w.info->options.enforce)
-		report_stale(w.rel, w.fence->token_attnum, describe_row(w.rel, row), w.fence->mode,
-		             presented, shown(w.rel, w.fence->token_attnum, stored));
-	if (!accepted)
-		note_reported(w.rel, w.info->options.relid, Unfenced::stale, describe_row(w.rel, row),
-		              w.fence->mode, presented, shown(w.rel, w.fence->token_attnum, stored));
-	count_accepted(w.info->counter);
-	return accepted;
+	AttrNumber column = c.fence->token_attnum;
+	if (d.rule == Rule::missing)
+		report_missing(c.rel, column, key, c.operation,
+		               shown(c.rel, column,
+		                     c.truncate_marks != nullptr
+		                         ? c.truncate_marks->kind->truncate_shown(c.truncate_marks, column)
+		                         : c.missing_stored));
+	if (d.rule == Rule::stale)
+		report_stale(c.rel, column, key, f.mode, f.presented, shown(c.rel, column, f.stored));
+	if (d.rule == Rule::two_tokens)
+		report_two_tokens(
+		    c.rel, key, NameStr(TupleDescAttr(RelationGetDescr(c.rel), column - 1)->attname),
+		    f.second_token, f.presented, shown(c.rel, column, stored_token(c.rel, c.row, column)));
+	report_mark_moved(c.rel, key, shown(c.rel, column, f.presented),
+	                  shown(c.rel, column, f.stored));
+}
+
+/*
+ * Carries out decide()'s decision, the one place that does: raises 22023
+ * (a token above max_token, in both modes), checks the role of a maintenance
+ * write (42501), raises the refusal, records the report, counts the write.
+ * Returns the token the row, the mark or the floor gets.
+ */
+int64 carry_out(const Carried &c, const WriteFacts &f, const Decision &d)
+{
+	const char *key = c.row == nullptr ? all_rows : nullptr;
+	auto described = [&]() { return key != nullptr ? key : (key = describe_row(c.rel, c.row)); };
+	AttrNumber column = c.fence->token_attnum;
+	if (d.rule == Rule::above_max)
+		report_above_ceiling(c.rel, described(), f.presented, f.max_token, f.enforce);
+	if (d.verdict == Verdict::maintain)
+		(void)maintenance_write(c.rel, *c.options, f.mode, described(),
+		                        shown(c.rel, column, c.missing_stored));
+	if (d.verdict == Verdict::refuse)
+		refuse(c, described(), f, d);
+	if (d.verdict == Verdict::report && d.rule == Rule::stale)
+		note_reported(c.rel, c.options->relid, Unfenced::stale, described(), f.mode, f.presented,
+		              shown(c.rel, column, f.stored));
+	if (d.verdict == Verdict::report && d.rule == Rule::missing)
+		note_reported(c.rel, c.options->relid, Unfenced::missing, described(), f.mode, 0,
+		              shown(c.rel, column, c.missing_stored));
+	if (d.counted)
+		count_accepted(c.counter);
+	return d.token;
+}
+
+/* A row write's Carried. */
+Carried carried(const Write &w, HeapTuple row, const char *operation, int64 missing_stored)
+{
+	return Carried{w.rel, w.fence,   &w.info->options, w.info->counter,
+	               row,   operation, missing_stored,   nullptr};
 }
 
 /*
@@ -412,13 +450,13 @@ bool reset_token_row(const Write &w, HeapTuple old_row, HeapTuple new_row)
  * fencing.token it is the assigned value.  With it, the value the row
  * already has is no token (an ORM writes back every column it loaded): the
  * transaction's token applies; the transaction's token is that token; any
- * other value is a second token in one write, refused - as stale if the
- * transaction's token cannot follow the row's (`follow`, see bar()): an ORM's stale save
- * writes back a value it loaded before the newer holder wrote, and must be
- * told what matters, that its lock is lost.  fenced_update()'s own row
- * presents its token argument.
+ * other value is a second token in one write (`*second`, for decide(): refused
+ * as such, or as stale if the transaction's token cannot follow the row's: an
+ * ORM's stale save writes back a value it loaded before the newer holder
+ * wrote, and must be told what matters, that its lock is lost).
+ * fenced_update()'s own row presents its token argument.
  */
-int64 assigned_token(const Write &w, HeapTuple old_row, HeapTuple new_row, int64 follow)
+int64 assigned_token(const Write &w, HeapTuple old_row, HeapTuple new_row, int64 *second)
 {
 	TupleDesc desc = RelationGetDescr(w.rel);
 	AttrNumber column = w.fence->token_attnum;
@@ -433,59 +471,49 @@ int64 assigned_token(const Write &w, HeapTuple old_row, HeapTuple new_row, int64
 	if (isnull ? stored_isnull : !stored_isnull && DatumGetInt64(value) == DatumGetInt64(stored))
 		return transaction;
 	int64 assigned = require_token(value, isnull, "fencing token");
-	if (assigned == transaction || !token_accepts(w.fence->mode, follow, transaction))
-		return transaction;
-	report_two_tokens(w.rel, describe_row(w.rel, old_row),
-	                  NameStr(TupleDescAttr(desc, column - 1)->attname), assigned, transaction,
-	                  shown(w.rel, column, stored_token(w.rel, old_row, column)));
+	if (assigned != transaction)
+		*second = assigned;
+	return transaction;
 }
 
 /*
- * A report-only guard's INSERT, or a maintenance write's: the token the row
- * gets.  A row without a token (reported or maintained already), or with one
- * that its key's mark or the table's floor would refuse (reported here),
- * takes that mark: no key's token goes down.  The AFTER trigger then takes
- * it as it is, and looks only for a DELETE that raced it.
+ * BEFORE INSERT.  An enforcing guard takes the token as presented (the AFTER
+ * trigger checks the key's mark).  A report-only guard's INSERT, or a
+ * maintenance write's, reads its key's mark first: a row without a token
+ * (reported or maintained), or with one that its key's mark or the table's
+ * floor would refuse (reported), takes that mark: no key's token goes down.
+ * The AFTER trigger then takes it as it is, and looks only for a DELETE
+ * that raced it.
  */
-int64 reported_insert(const Write &w, HeapTuple row, bool carries, int64 presented)
-{
-	int64 mark = 0;
-	KeyHash key = row_key_identity(w.rel, w.info->key, row);
-	(void)high_water(w, key, &mark);
-	int64 follow = bar(w, mark);
-	if (carries && token_accepts(w.fence->mode, follow, presented))
-		return presented;
-	if (carries)
-		note_reported(w.rel, w.info->options.relid, Unfenced::stale, describe_row(w.rel, row),
-		              w.fence->mode, presented, shown(w.rel, w.fence->token_attnum, follow));
-	/* Only a mode that refuses a token equal to the mark needs the AFTER trigger told. */
-	if (follow > 0 && !token_accepts(w.fence->mode, follow, follow))
-		note_kept_insert(RelationGetRelid(w.rel), key, follow);
-	return follow;
-}
-
 Datum guard_insert(const Write &w)
 {
 	HeapTuple row = w.trigger->tg_trigtuple;
 	bool isnull;
 	Datum value = heap_getattr(row, w.fence->token_attnum, RelationGetDescr(w.rel), &isnull);
 	bool explicit_token = !isnull && DatumGetInt64(value) != 0;
-	int64 presented = 0;
-	bool carries = explicit_token ? (presented = require_token(value, false, "fencing token"), true)
-	                              : token_from_setting(w, row, "INSERT", 0, &presented);
-	if (carries) {
-		refuse_above_ceiling(w, row, presented);
-		count_accepted(w.info->counter);
+	WriteFacts f = facts_of(Operation::insert, *w.fence, w.info->options);
+	f.has_token = explicit_token
+	                  ? (f.presented = require_token(value, false, "fencing token"), true)
+	                  : session_token(&f.presented);
+	KeyHash key{};
+	if (insert_follows_mark(f)) {
+		int64 mark = 0;
+		key = row_key_identity(w.rel, w.info->key, row);
+		(void)high_water(w, key, &mark);
+		f.stored = bar(w, mark);
 	}
-	int64 kept = carries && w.info->options.enforce ? presented
-	                                                : reported_insert(w, row, carries, presented);
+	Decision d = decide(f);
+	int64 kept = carry_out(carried(w, row, "INSERT", 0), f, d);
+	/* Only a mode that refuses a token equal to the mark needs the AFTER trigger told. */
+	if (d.note_insert)
+		note_kept_insert(RelationGetRelid(w.rel), key, kept);
 	/*
 	 * For ON CONFLICT DO UPDATE: the key this row proposes, should it
 	 * conflict; a row reported (or maintained) here is so for its UPDATE too,
 	 * which keeps the stored token and is not counted again.
 	 */
-	Lend *lend = lend_next(w.info, true, presented);
-	lend->reported = kept != presented || !carries;
+	Lend *lend = lend_next(w.info, true, f.presented);
+	lend->reported = kept != f.presented || !f.has_token;
 	TupleDesc desc = RelationGetDescr(w.rel);
 	key_values(w.rel, w.info->key, row, lend->key, lend->key_isnull);
 	for (int i = 0; i < w.info->key.count; i++) {
@@ -495,7 +523,7 @@ Datum guard_insert(const Write &w)
 	}
 	if (lend->reported)
 		return PointerGetDatum(with_token(w, row, kept));
-	return PointerGetDatum(explicit_token ? row : with_token(w, row, presented));
+	return PointerGetDatum(explicit_token ? row : with_token(w, row, f.presented));
 }
 
 Datum guard_update(const Write &w, const Lend *taken)
@@ -518,27 +546,24 @@ Datum guard_update(const Write &w, const Lend *taken)
 	                              w.trigger->tg_updatedcols);
 	if (assigned && reset_token_row(w, old_row, new_row))
 		return PointerGetDatum(new_row);
-	int64 stored = bar(w, stored_token(w.rel, old_row, w.fence->token_attnum));
-	int64 presented;
-	bool valid = true;
+	WriteFacts f = facts_of(Operation::update, *w.fence, w.info->options);
+	f.stored = bar(w, stored_token(w.rel, old_row, w.fence->token_attnum));
+	f.has_token = true;
 	if (assigned) {
-		presented = assigned_token(w, old_row, new_row, stored);
-	} else if (!session_token(&presented)) {
+		f.presented = assigned_token(w, old_row, new_row, &f.second_token);
+	} else if (!session_token(&f.presented)) {
 		if (taken != nullptr && taken->from_insert && proposed_key(w, *taken, old_row)) {
-			presented = taken->token;
+			f.presented = taken->token;
 			/* The upsert's INSERT reported (or maintained) this write already. */
-			if (taken->reported) {
-				count_accepted(w.info->counter);
-				valid = false;
-			}
+			f.lent_reported = taken->reported;
 		} else {
-			valid = token_from_setting(w, old_row, "UPDATE", stored, &presented);
+			f.has_token = false;
 		}
 	}
+	Decision d = decide(f);
+	int64 presented = carry_out(carried(w, old_row, "UPDATE", f.stored), f, d);
 	/* Report-only or maintenance: a write enforcement would refuse keeps the stored token. */
-	bool kept = !valid || !check(w, old_row, presented, stored);
-	if (kept)
-		presented = stored;
+	bool kept = d.verdict != Verdict::accept;
 	/* Should the row move to another partition, its DELETE half presents this token. */
 	if (w.rel->rd_rel->relispartition) {
 		Lend *lend = lend_next(w.info, false, presented);
@@ -555,21 +580,19 @@ Datum guard_update(const Write &w, const Lend *taken)
 Datum guard_delete(const Write &w, const Lend *taken)
 {
 	HeapTuple row = w.trigger->tg_trigtuple;
-	int64 stored = bar(w, stored_token(w.rel, row, w.fence->token_attnum));
-	int64 presented;
-	bool valid = true;
+	WriteFacts f = facts_of(Operation::remove, *w.fence, w.info->options);
+	f.stored = bar(w, stored_token(w.rel, row, w.fence->token_attnum));
 	if (taken != nullptr && !taken->from_insert &&
-	    ItemPointerEquals(const_cast<ItemPointer>(&taken->row), &row->t_self))
-		presented = taken->token;
-	else
-		valid = token_from_setting(w, row, "DELETE", stored, &presented);
-	/* Report-only or maintenance: the mark keeps the stored token (so did a moved row's UPDATE
-	 * half). */
-	if (!valid ||
-	    (taken != nullptr && !taken->from_insert && taken->reported && presented == stored) ||
-	    !check(w, row, presented, stored))
-		presented = stored;
-	mark_deleted(w, row, row_key_identity(w.rel, w.info->key, row), presented);
+	    ItemPointerEquals(const_cast<ItemPointer>(&taken->row), &row->t_self)) {
+		f.has_token = true;
+		f.presented = taken->token;
+		/* A moved row: its UPDATE half kept the stored token, and so does the mark. */
+		f.lent_reported = taken->reported;
+	} else {
+		f.has_token = session_token(&f.presented);
+	}
+	int64 token = carry_out(carried(w, row, "DELETE", f.stored), f, decide(f));
+	mark_deleted(w, row, row_key_identity(w.rel, w.info->key, row), token);
 	return PointerGetDatum(row);
 }
 
@@ -581,32 +604,33 @@ Datum guard_new_key(const Write &w)
 {
 	bool update = TRIGGER_FIRED_BY_UPDATE(w.trigger->tg_event);
 	HeapTuple row = update ? w.trigger->tg_newtuple : w.trigger->tg_trigtuple;
-	int64 presented = stored_token(w.rel, row, w.fence->token_attnum);
+	WriteFacts f = facts_of(Operation::new_key, *w.fence, w.info->options);
+	f.has_token = true;
+	f.presented = stored_token(w.rel, row, w.fence->token_attnum);
 	KeyHash key = row_key_identity(w.rel, w.info->key, row);
 	if (update) {
 		KeyHash old_key = row_key_identity(w.rel, w.info->key, w.trigger->tg_trigtuple);
 		if (old_key == key)
 			return PointerGetDatum(nullptr);
-		mark_deleted(w, w.trigger->tg_trigtuple, old_key, presented);
+		mark_deleted(w, w.trigger->tg_trigtuple, old_key, f.presented);
 	}
-	int64 mark;
+	f.has_mark = high_water(w, key, &f.stored);
 	/*
-	 * A row that kept its key's mark (reported_insert()) has exactly that
+	 * A row that kept its key's mark (guard_insert()) has exactly that
 	 * mark.  A higher one is a DELETE's that the unique check waited for
 	 * after the BEFORE trigger read the mark: the row would stay below it,
 	 * so it is refused, as stale when enforcing, and in report-only mode
 	 * (whose writes never lower a token) as a serialization failure; the
-	 * retry takes the new mark.
+	 * retry takes the new mark.  The note of a kept mark is taken only when
+	 * the mark refuses the row.
 	 */
-	if (high_water(w, key, &mark) && !token_accepts(w.fence->mode, mark, presented) &&
-	    !(take_kept_insert(RelationGetRelid(w.rel), key, presented) && mark == presented)) {
-		if (w.info->options.enforce)
-			report_stale(w.rel, w.fence->token_attnum, describe_row(w.rel, row), w.fence->mode,
-			             presented, shown(w.rel, w.fence->token_attnum, mark));
-		report_mark_moved(w.rel, describe_row(w.rel, row),
-		                  shown(w.rel, w.fence->token_attnum, presented),
-		                  shown(w.rel, w.fence->token_attnum, mark));
+	Decision d = decide(f);
+	if (d.verdict == Verdict::refuse) {
+		f.kept_insert =
+		    take_kept_insert(RelationGetRelid(w.rel), key, f.presented) && f.stored == f.presented;
+		d = decide(f);
 	}
+	(void)carry_out(carried(w, row, update ? "UPDATE" : "INSERT", 0), f, d);
 	return PointerGetDatum(nullptr);
 }
 
@@ -632,7 +656,6 @@ Datum guard_truncate(TriggerData *trigger)
 			return PointerGetDatum(nullptr);
 		fence_of_unprotected(trigger, &fence);
 	}
-	int64 presented;
 	/*
 	 * On a Citus distributed table this is its shell, whose rows are in the
 	 * shards (which have no TRUNCATE trigger of their own): its store reads
@@ -640,30 +663,14 @@ Datum guard_truncate(TriggerData *trigger)
 	 */
 	MarkStore marks = open_mark_store(rel, fence, CurrentMemoryContext);
 	TableOptions options = options_of(rel);
-	bool valid = session_token(&presented);
-	int64 stored = marks.kind->truncate_bar(&marks, fence.token_attnum);
-	bool maintained = !valid && maintenance_requested() &&
-	                  maintenance_write(rel, options, fence.mode, all_rows,
-	                                    shown(rel, fence.token_attnum, stored));
-	if (!valid && !maintained && options.enforce)
-		report_missing(
-		    rel, fence.token_attnum, all_rows, "TRUNCATE",
-		    shown(rel, fence.token_attnum, marks.kind->truncate_shown(&marks, fence.token_attnum)));
-	if (valid && above_ceiling(options, presented))
-		report_above_ceiling(rel, all_rows, presented, options.max_token, options.enforce);
-	bool accepted = valid && token_accepts(fence.mode, stored, presented);
-	if (!accepted && !maintained && options.enforce)
-		report_stale(rel, fence.token_attnum, all_rows, fence.mode, presented,
-		             shown(rel, fence.token_attnum, stored));
+	WriteFacts f = facts_of(Operation::truncate, fence, options);
+	f.has_token = session_token(&f.presented);
+	f.stored = marks.kind->truncate_bar(&marks, fence.token_attnum);
 	/* Report-only or maintenance: the floor keeps the highest stored token. */
-	if (!accepted && !maintained)
-		note_reported(rel, options.relid, valid ? Unfenced::stale : Unfenced::missing, all_rows,
-		              fence.mode, presented, shown(rel, fence.token_attnum, stored));
-	if (!accepted)
-		presented = stored;
-	if (presented > 0)
-		marks.kind->raise_truncate_floor(&marks, presented);
-	count_accepted(relation_counter(rel));
+	Carried c{rel, &fence, &options, relation_counter(rel), nullptr, "TRUNCATE", f.stored, &marks};
+	int64 token = carry_out(c, f, decide(f));
+	if (token > 0)
+		marks.kind->raise_truncate_floor(&marks, token);
 	return PointerGetDatum(nullptr);
 }
 

@@ -3,6 +3,7 @@
  */
 #include "state/table_options.hpp"
 #include "base/relid_cache.hpp"
+#include "base/token_compare.hpp"
 #include "base/spi.hpp"
 #include "legacy/table_options_0_3_0.hpp"
 #include "state/registry.hpp"
@@ -95,7 +96,7 @@ TableOptions options_of(Relation rel)
 
 bool above_ceiling(const TableOptions &options, int64 presented)
 {
-	return options.max_token != 0 && presented > options.max_token;
+	return above_max_token(options.max_token, presented);
 }
 
 const char *protect_options_text(const TableOptions &options)
