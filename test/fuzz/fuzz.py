@@ -68,6 +68,12 @@ DOCUMENTED = {
 #  DML of our own: 54000 (index row too large for a long key), 42P10 and
 #        21000 (ON CONFLICT on a table without a matching key / touching a
 #        row twice), and the input errors of regclass values;
+#  42701 duplicate_column from PostgreSQL's parser (checkInsertTargets), for
+#        INSERT INTO t (id, ..., id): the INSERT names the key columns and now
+#        and then the first generated or identity column as well, which is the
+#        key itself once ALTER TABLE ... ADD PRIMARY KEY picked it; raised at
+#        parse analysis, before any hook or trigger, with or without protect()
+#        (UPDATE/ON CONFLICT SET a = .., a = .. gives 42601 instead);
 # and, per case: 39P01 where a guard trigger was made by hand with bad
 # arguments or timing (and for calling fencing.guard() directly: PostgreSQL's
 # code for a trigger protocol violation); 54000/54001 for JSON nested past
@@ -77,7 +83,7 @@ DOCUMENTED = {
 EXTRA = {
     "fenced_update": {"428C9"},
     "protect": {"42611", "42701"},
-    "dml": {"428C9", "54000", "42P10", "21000", "42602", "3F000", "42601", "42704"},
+    "dml": {"428C9", "54000", "42P10", "21000", "42602", "3F000", "42601", "42704", "42701"},
     "set": set(),
     "helper": set(),
 }
