@@ -15,6 +15,7 @@
  */
 #include "base/arguments.hpp"
 #include "base/compat.hpp"
+#include "legacy/helpers_0_3_0.hpp"
 #include "legacy/leases_0_3_0.hpp"
 #include "state/lease_grace.hpp"
 #include "reporting/errors.hpp"
@@ -74,7 +75,7 @@ LiveLease read_live_lease(const char *resource, const char *holder)
 {
 	return with_spi([&] {
 		Datum values[2] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder)};
-		run_statement(lease_statement(&live_lease_statement, &live_lease_0_3_0), values,
+		run_statement(for_installed_release(&live_lease_statement, &live_lease_0_3_0), values,
 		              SPI_OK_SELECT);
 		LiveLease lease = {false, false, 0, 0};
 		if (SPI_processed > 0) {

@@ -6,6 +6,7 @@
 #include "base/arguments.hpp"
 #include "base/compat.hpp"
 #include "legacy/leases_0_2_0.hpp"
+#include "legacy/helpers_0_3_0.hpp"
 #include "legacy/leases_0_3_0.hpp"
 #include "leases/lease_queue.hpp"
 #include "leases/leases.hpp"
@@ -80,7 +81,8 @@ Statement grant_free_statement = {
     " token = fencing_internal._grant_token(pg_catalog.int8larger(COALESCE(r.token, 0),"
     "  COALESCE((SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"
     "   WHERE pg_catalog.starts_with($1, f.prefix)), 0)), $4),"
-    " (granted_at, expires_at, grace_until, epoch) = (SELECT c.now, c.now OPERATOR(pg_catalog.+) $3,"
+    " (granted_at, expires_at, grace_until, epoch) = (SELECT c.now, c.now OPERATOR(pg_catalog.+) "
+    "$3,"
     " c.now OPERATOR(pg_catalog.+) $3 OPERATOR(pg_catalog.+) $5,"
     " fencing_internal._lease_epoch() FROM (SELECT pg_catalog.clock_timestamp() AS now) c)"
     " WHERE r.resource OPERATOR(pg_catalog.=) $1"
@@ -175,7 +177,7 @@ Grant grant_lease(const char *resource, const char *holder, Datum ttl)
 	if (!grants_lock_first_0_2_0()) {
 		/* As below, before anything is locked or issued. */
 		require_grant_confirmation();
-		Statement *grant_free = lease_statement(&grant_free_statement, &grant_free_0_3_0);
+		Statement *grant_free = for_installed_release(&grant_free_statement, &grant_free_0_3_0);
 		int64 nonce = 0;
 		while (nonce == 0)
 			if (!pg_strong_random(&nonce, sizeof nonce))
@@ -198,7 +200,7 @@ Grant grant_lease(const char *resource, const char *holder, Datum ttl)
 	require_grant_confirmation();
 	int64 token = issue_token(lease.token);
 	Datum values[5] = {name, holder_text, Int64GetDatum(token), ttl, lease_grace_interval()};
-	run_statement(lease_statement(&grant_statement, &grant_0_3_0), values, SPI_OK_UPDATE);
+	run_statement(for_installed_release(&grant_statement, &grant_0_3_0), values, SPI_OK_UPDATE);
 	return Grant{token, false, false};
 }
 
@@ -242,7 +244,7 @@ FENCING_FUNCTION(renew)
 		bool advanced;
 	};
 	Renewal renewal = with_spi([&]() {
-		run_statement(lease_statement(&renew_statement, &renew_0_3_0), values,
+		run_statement(for_installed_release(&renew_statement, &renew_0_3_0), values,
 		              SPI_OK_UPDATE_RETURNING);
 		bool isnull = true;
 		bool advanced = SPI_processed == 1 && DatumGetBool(result_value(0, 1, &isnull));
@@ -270,7 +272,7 @@ FENCING_FUNCTION(release)
 	                   Int64GetDatum(token)};
 	note_lease_change_start();
 	bool held = with_spi([&]() {
-		run_statement(lease_statement(&release_statement, &release_0_3_0), values,
+		run_statement(for_installed_release(&release_statement, &release_0_3_0), values,
 		              SPI_OK_UPDATE);
 		return SPI_processed == 1;
 	});

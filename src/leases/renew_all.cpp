@@ -6,6 +6,7 @@
 #include "base/arguments.hpp"
 #include "base/spi.hpp"
 #include "base/token_compare.hpp"
+#include "legacy/helpers_0_3_0.hpp"
 #include "legacy/leases_0_3_0.hpp"
 #include "state/lease_grace.hpp"
 #include "reporting/lease_stats.hpp"
@@ -137,7 +138,7 @@ FENCING_FUNCTION(renew_all)
 		Datum arguments[6] = {CStringGetTextDatum(holder),  PointerGetDatum(resources),
 		                      PointerGetDatum(tokens),      ttl,
 		                      BoolGetDatum(flush_optional), lease_grace_interval()};
-		run_statement(lease_statement(&renew_all_statement, &renew_all_0_3_0), arguments,
+		run_statement(for_installed_release(&renew_all_statement, &renew_all_0_3_0), arguments,
 		              SPI_OK_SELECT);
 		bool any_advanced = false;
 		for (uint64 row = 0; row < SPI_processed; row++) {

@@ -5,6 +5,7 @@
  */
 #include "leases/resources.hpp"
 #include "legacy/leases_0_2_0.hpp"
+#include "legacy/helpers_0_3_0.hpp"
 #include "legacy/leases_0_3_0.hpp"
 #include "base/spi.hpp"
 
@@ -70,7 +71,8 @@ RowLock lease_row()
 {
 	if (no_resource_floors_0_1_0())
 		return {&lock_lease_0_1_0, &create_lease_statement};
-	return {lease_statement(&lock_lease_statement, &lock_lease_0_3_0), &create_lease_statement};
+	return {for_installed_release(&lock_lease_statement, &lock_lease_0_3_0),
+	        &create_lease_statement};
 }
 
 RowLock fence_row()

@@ -18,11 +18,6 @@ bool lease_rows_without_grace()
 	return objects_before_0_4_0();
 }
 
-Statement *lease_statement(Statement *current, Statement *v0_3_0)
-{
-	return lease_rows_without_grace() ? v0_3_0 : current;
-}
-
 Statement renew_0_3_0 = {
     "UPDATE fencing.resources r SET expires_at = c.now + $4"
     " FROM (SELECT pg_catalog.clock_timestamp() AS now) c"
@@ -58,15 +53,14 @@ Statement grant_free_0_3_0 = {
     {TEXTOID, TEXTOID, INTERVALOID, INT8OID, INTERVALOID},
     nullptr};
 
-Statement grant_0_3_0 = {
-    "UPDATE fencing.resources"
-    " SET holder = $2, token = $3, released = false,"
-    " (granted_at, expires_at) = (SELECT now, now + $4 FROM"
-    " (SELECT pg_catalog.clock_timestamp() AS now) c)"
-    " WHERE resource = $1",
-    5,
-    {TEXTOID, TEXTOID, INT8OID, INTERVALOID, INTERVALOID},
-    nullptr};
+Statement grant_0_3_0 = {"UPDATE fencing.resources"
+                         " SET holder = $2, token = $3, released = false,"
+                         " (granted_at, expires_at) = (SELECT now, now + $4 FROM"
+                         " (SELECT pg_catalog.clock_timestamp() AS now) c)"
+                         " WHERE resource = $1",
+                         5,
+                         {TEXTOID, TEXTOID, INT8OID, INTERVALOID, INTERVALOID},
+                         nullptr};
 
 Statement live_lease_0_3_0 = {
     "SELECT holder = $2, token, expires_at FROM fencing.resources"
@@ -112,7 +106,8 @@ const char *const resource_batch_sql_0_3_0 =
     "  WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM batch))"
     "  AND pg_catalog.starts_with(r.resource, $1)"
     "  AND COALESCE(r.token, 0) OPERATOR(pg_catalog.<) $3"
-    "  AND NOT (NOT r.released AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp())"
+    "  AND NOT (NOT r.released AND r.expires_at OPERATOR(pg_catalog.>) "
+    "pg_catalog.clock_timestamp())"
     "  AND EXISTS (SELECT FROM fencing.resource_floors f"
     "   WHERE pg_catalog.starts_with(r.resource, f.prefix) AND f.token OPERATOR(pg_catalog.>=) $3)"
     "  FOR UPDATE OF r SKIP LOCKED),"

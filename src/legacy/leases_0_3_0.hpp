@@ -15,16 +15,13 @@ namespace fencing
 /* Does fencing.resources lack grace_until (objects of 0.3.0 or older)? */
 bool lease_rows_without_grace();
 
-/* The statement for this database's lease rows: `current`, or 0.3.0's counterpart. */
-Statement *lease_statement(Statement *current, Statement *v0_3_0);
-
-extern Statement renew_0_3_0;         /* renew (leases.cpp) */
-extern Statement release_0_3_0;       /* release (leases.cpp) */
-extern Statement grant_free_0_3_0;    /* the grant in one statement (leases.cpp) */
-extern Statement grant_0_3_0;         /* the grant after the row lock (leases.cpp) */
-extern Statement live_lease_0_3_0;    /* the live lease (acquire.cpp) */
-extern Statement renew_all_0_3_0;     /* renew_all (renew_all.cpp) */
-extern Statement lock_lease_0_3_0;    /* the row lock (resources.cpp) */
+extern Statement renew_0_3_0;                      /* renew (leases.cpp) */
+extern Statement release_0_3_0;                    /* release (leases.cpp) */
+extern Statement grant_free_0_3_0;                 /* the grant in one statement (leases.cpp) */
+extern Statement grant_0_3_0;                      /* the grant after the row lock (leases.cpp) */
+extern Statement live_lease_0_3_0;                 /* the live lease (acquire.cpp) */
+extern Statement renew_all_0_3_0;                  /* renew_all (renew_all.cpp) */
+extern Statement lock_lease_0_3_0;                 /* the row lock (resources.cpp) */
 extern const char *const resource_batch_sql_0_3_0; /* compaction (admin/compact.cpp) */
 
 } // namespace fencing
