@@ -69,38 +69,6 @@ namespace
  */
 int own_ddl = 0;
 
-/*
- * The kept plans of the helper calls, per call and per role (a few table
- * owners at most; the oldest is freed when all are taken).  A plan parsed
- * as one owner is never run as another: the USAGE on the helper's schema is
- * checked at parse time, as the role that runs the call.
- */
-struct OwnerPlan {
-	Statement *call;
-	Oid role;
-	SPIPlanPtr plan;
-};
-FENCING_PLAIN_DATA(OwnerPlan);
-constexpr int owner_plan_slots = 16;
-OwnerPlan owner_plans[owner_plan_slots];
-int next_owner_plan = 0;
-
-SPIPlanPtr owner_plan(Statement *call, Oid role)
-{
-	OwnerPlan *slot = nullptr;
-	for (OwnerPlan &kept : owner_plans)
-		if (kept.call == call && kept.role == role)
-			slot = &kept;
-	if (slot == nullptr) {
-		slot = &owner_plans[next_owner_plan];
-		next_owner_plan = (next_owner_plan + 1) % owner_plan_slots;
-		if (slot->plan != nullptr)
-			SPI_freeplan(slot->plan);
-		*slot = OwnerPlan{call, role, nullptr};
-	}
-	return kept_plan(&slot->plan, call->sql, call->nargs, call->types);
-}
-
 /* The 0.4.0 helpers that follow DDL (sql/src/protect.sql); 0.3.0's in legacy/helpers_0_3_0.hpp. */
 Statement guard_truncate_call = {"SELECT fencing_internal._guard_truncate($1, $2, $3)",
                                  3,
@@ -117,25 +85,22 @@ Statement guard_key_changes_call = {"SELECT fencing_internal._guard_key_changes(
 namespace fencing
 {
 
-/*
- * Runs `sql` (one argument per relation setting) as the owner of `relid`,
- * with SECURITY_RESTRICTED_OPERATION and search_path pg_catalog, pg_temp.
- */
 Statement protect_call = {
     "SELECT fencing_internal._protect($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}, nullptr};
 
+/* Runs `call` as the owner of `relid` (ddl.hpp), prepared for this run only (run_sql()). */
 void run_as_table_owner(Oid relid, Statement *call, Datum *values)
 {
-	Oid owner = relation_owner(relid);
-	Rights saved = become(owner);
+	Rights saved = become(relation_owner(relid));
 	own_ddl++;
 	PG_TRY();
 	{
-		with_spi([&] {
-			int rc = SPI_execute_plan(owner_plan(call, owner), values, nullptr, false, 0);
-			if (rc < 0)
-				elog(ERROR, "fencing: %s failed: %s", call->sql, SPI_result_code_string(rc));
-		});
+		run_sql(call->sql, call->nargs, call->types, values, InvalidSnapshot, false, false,
+		        [&](int rc) {
+			        if (rc < 0)
+				        elog(ERROR, "fencing: %s failed: %s", call->sql,
+				             SPI_result_code_string(rc));
+		        });
 	}
 	PG_FINALLY();
 	{

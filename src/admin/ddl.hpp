@@ -31,9 +31,9 @@ void ddl_end_of_transaction(XactEvent event);
  * Runs `call` (an internal helper's, one argument per relation setting) as
  * the owner of `relid`, with SECURITY_RESTRICTED_OPERATION and search_path
  * pg_catalog, pg_temp; the event trigger leaves the guard it changes alone
- * meanwhile.  Its plan is kept per call and per owner: the USAGE on the
- * helper's schema is checked when the call is parsed, as the owner that
- * runs it, and EXECUTE on the helper at each run.
+ * meanwhile.  Prepared for this run only, as that owner: the USAGE on the
+ * helper's schema is checked when the call is parsed, and a plan kept for
+ * one owner would skip it for the next.
  */
 void run_as_table_owner(Oid relid, Statement *call, Datum *values);
 
