@@ -70,15 +70,11 @@ namespace
 int own_ddl = 0;
 
 /* The 0.4.0 helpers that follow DDL (sql/src/protect.sql); 0.3.0's in legacy/helpers_0_3_0.hpp. */
-Statement guard_truncate_call = {"SELECT fencing_internal._guard_truncate($1, $2, $3)",
-                                 3,
-                                 {REGCLASSOID, NAMEOID, TEXTOID},
-                                 nullptr};
+Statement guard_truncate_call = {
+    "SELECT fencing_internal._guard_truncate($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}};
 
-Statement guard_key_changes_call = {"SELECT fencing_internal._guard_key_changes($1, $2, $3)",
-                                    3,
-                                    {REGCLASSOID, NAMEOID, TEXTOID},
-                                    nullptr};
+Statement guard_key_changes_call = {
+    "SELECT fencing_internal._guard_key_changes($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}};
 
 } // namespace
 
@@ -86,7 +82,7 @@ namespace fencing
 {
 
 Statement protect_call = {
-    "SELECT fencing_internal._protect($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}, nullptr};
+    "SELECT fencing_internal._protect($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}};
 
 /* Runs `call` as the owner of `relid` (ddl.hpp), prepared for this run only (run_sql()). */
 void run_as_table_owner(Oid relid, Statement *call, Datum *values)

@@ -30,7 +30,7 @@ namespace
 {
 
 /* fencing_internal._unprotect(target): the guard's triggers go (sql/src/protect.sql). */
-Statement unprotect_call = {"SELECT fencing_internal._unprotect($1)", 1, {REGCLASSOID}, nullptr};
+Statement unprotect_call = {"SELECT fencing_internal._unprotect($1)", 1, {REGCLASSOID}};
 
 } // namespace
 

@@ -55,7 +55,7 @@ struct Statement {
 	const char *sql;
 	int nargs;
 	Oid types[statement_max_args];
-	SPIPlanPtr plan; /* run_statement(): prepared once per backend (kept_plan) */
+	SPIPlanPtr plan = nullptr; /* run_statement(): prepared once per backend (kept_plan) */
 };
 FENCING_PLAIN_DATA(Statement);
 

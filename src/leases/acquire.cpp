@@ -63,8 +63,7 @@ Statement live_lease_statement = {
     " OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch() THEN grace_until END)"
     " > pg_catalog.clock_timestamp()",
     2,
-    {TEXTOID, TEXTOID},
-    nullptr};
+    {TEXTOID, TEXTOID}};
 
 /* The polling backoff without the queue. */
 constexpr long first_backoff_ms = 1;

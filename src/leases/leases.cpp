@@ -51,8 +51,7 @@ Statement renew_statement = {
     " fencing_internal._lease_epoch() THEN r.grace_until END) > c.now"
     " RETURNING r.grace_until = c.now + $4 + $6",
     6,
-    {TEXTOID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, INTERVALOID},
-    nullptr};
+    {TEXTOID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, INTERVALOID}};
 
 Statement release_statement = {
     "UPDATE fencing.resources r SET released = true"
@@ -61,8 +60,7 @@ Statement release_statement = {
     " AND GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>)"
     " fencing_internal._lease_epoch() THEN r.grace_until END) > c.now",
     3,
-    {TEXTOID, TEXTOID, INT8OID},
-    nullptr};
+    {TEXTOID, TEXTOID, INT8OID}};
 
 /*
  * The grant in one statement, on a resource row that exists and holds no live
@@ -92,8 +90,7 @@ Statement grant_free_statement = {
     " OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())"
     " RETURNING r.token",
     5,
-    {TEXTOID, TEXTOID, INTERVALOID, INT8OID, INTERVALOID},
-    nullptr};
+    {TEXTOID, TEXTOID, INTERVALOID, INT8OID, INTERVALOID}};
 
 /* The grant after lock_lease() found the lease free (a new row, a live lease that ended meanwhile).
  */
@@ -104,8 +101,7 @@ Statement grant_statement = {
     " (SELECT pg_catalog.clock_timestamp() AS now) c)"
     " WHERE resource = $1",
     5,
-    {TEXTOID, TEXTOID, INT8OID, INTERVALOID, INTERVALOID},
-    nullptr};
+    {TEXTOID, TEXTOID, INT8OID, INTERVALOID, INTERVALOID}};
 
 /*
  * The local transaction in which acquire() runs grant_free_sql, or 0:

@@ -59,8 +59,7 @@ Statement renew_all_statement = {
     " FROM wanted w LEFT JOIN renewed n ON n.resource OPERATOR(pg_catalog.=) w.resource"
     " ORDER BY w.n",
     6,
-    {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, INTERVALOID, BOOLOID, INTERVALOID},
-    nullptr};
+    {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, INTERVALOID, BOOLOID, INTERVALOID}};
 
 /* A one-dimensional array argument without NULL elements (22004) or NULL itself (22004). */
 ArrayType *require_array(FunctionCallInfo fcinfo, int arg, const char *what)

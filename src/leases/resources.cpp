@@ -40,28 +40,24 @@ Statement lock_lease_statement = {
     " WHERE pg_catalog.starts_with($1, f.prefix))"
     " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
     1,
-    {TEXTOID},
-    nullptr};
+    {TEXTOID}};
 
 Statement create_lease_statement = {"INSERT INTO fencing.resources (resource) VALUES ($1)"
                                     " ON CONFLICT (resource) DO NOTHING",
                                     1,
-                                    {TEXTOID},
-                                    nullptr};
+                                    {TEXTOID}};
 
 Statement lock_fence_statement = {"SELECT token, (SELECT pg_catalog.max(f.token)"
                                   " FROM fencing.resource_floors f"
                                   " WHERE pg_catalog.starts_with($1, f.prefix))"
                                   " FROM fencing.fences WHERE resource = $1 FOR UPDATE",
                                   1,
-                                  {TEXTOID},
-                                  nullptr};
+                                  {TEXTOID}};
 
 Statement create_fence_statement = {"INSERT INTO fencing.fences (resource, token) VALUES ($1, 1)"
                                     " ON CONFLICT (resource) DO NOTHING",
                                     1,
-                                    {TEXTOID},
-                                    nullptr};
+                                    {TEXTOID}};
 
 /*
  * The lock of this database's rows: 0.1.0's have no resource floors

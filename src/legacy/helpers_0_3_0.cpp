@@ -17,14 +17,14 @@ Statement *for_installed_release(Statement *current, Statement *v0_3_0)
 }
 
 Statement protect_call_0_3_0 = {
-    "SELECT fencing._protect($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}, nullptr};
+    "SELECT fencing._protect($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}};
 
-Statement unprotect_call_0_3_0 = {"SELECT fencing._unprotect($1)", 1, {REGCLASSOID}, nullptr};
+Statement unprotect_call_0_3_0 = {"SELECT fencing._unprotect($1)", 1, {REGCLASSOID}};
 
 Statement guard_truncate_call_0_3_0 = {
-    "SELECT fencing._guard_truncate($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}, nullptr};
+    "SELECT fencing._guard_truncate($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}};
 
 Statement guard_key_changes_call_0_3_0 = {
-    "SELECT fencing._guard_key_changes($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}, nullptr};
+    "SELECT fencing._guard_key_changes($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}};
 
 } // namespace fencing

@@ -25,13 +25,11 @@ Statement lock_lease_0_1_0 = {
     "SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token, NULL::bigint"
     " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
     1,
-    {TEXTOID},
-    nullptr};
+    {TEXTOID}};
 
 Statement lock_fence_0_1_0 = {"SELECT token, NULL::bigint"
                               " FROM fencing.fences WHERE resource = $1 FOR UPDATE",
                               1,
-                              {TEXTOID},
-                              nullptr};
+                              {TEXTOID}};
 
 } // namespace fencing

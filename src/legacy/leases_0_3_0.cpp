@@ -24,8 +24,7 @@ Statement renew_0_3_0 = {
     " WHERE r.resource = $1 AND r.holder = $2 AND r.token = $3 AND NOT r.released"
     " AND r.expires_at > c.now RETURNING true",
     6,
-    {TEXTOID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, INTERVALOID},
-    nullptr};
+    {TEXTOID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, INTERVALOID}};
 
 Statement release_0_3_0 = {
     "UPDATE fencing.resources r SET released = true"
@@ -33,8 +32,7 @@ Statement release_0_3_0 = {
     " WHERE r.resource = $1 AND r.holder = $2 AND r.token = $3 AND NOT r.released"
     " AND r.expires_at > c.now",
     3,
-    {TEXTOID, TEXTOID, INT8OID},
-    nullptr};
+    {TEXTOID, TEXTOID, INT8OID}};
 
 /* 0.3.0 has _grant_token() in schema fencing. */
 Statement grant_free_0_3_0 = {
@@ -50,8 +48,7 @@ Statement grant_free_0_3_0 = {
     "  OR r.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())"
     " RETURNING r.token",
     5,
-    {TEXTOID, TEXTOID, INTERVALOID, INT8OID, INTERVALOID},
-    nullptr};
+    {TEXTOID, TEXTOID, INTERVALOID, INT8OID, INTERVALOID}};
 
 Statement grant_0_3_0 = {"UPDATE fencing.resources"
                          " SET holder = $2, token = $3, released = false,"
@@ -59,15 +56,13 @@ Statement grant_0_3_0 = {"UPDATE fencing.resources"
                          " (SELECT pg_catalog.clock_timestamp() AS now) c)"
                          " WHERE resource = $1",
                          5,
-                         {TEXTOID, TEXTOID, INT8OID, INTERVALOID, INTERVALOID},
-                         nullptr};
+                         {TEXTOID, TEXTOID, INT8OID, INTERVALOID, INTERVALOID}};
 
 Statement live_lease_0_3_0 = {
     "SELECT holder = $2, token, expires_at FROM fencing.resources"
     " WHERE resource = $1 AND NOT released AND expires_at > pg_catalog.clock_timestamp()",
     2,
-    {TEXTOID, TEXTOID},
-    nullptr};
+    {TEXTOID, TEXTOID}};
 
 Statement renew_all_0_3_0 = {
     "WITH wanted AS (SELECT w.resource, w.token, w.n"
@@ -85,8 +80,7 @@ Statement renew_all_0_3_0 = {
     " FROM wanted w LEFT JOIN renewed n ON n.resource OPERATOR(pg_catalog.=) w.resource"
     " ORDER BY w.n",
     6,
-    {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, INTERVALOID, BOOLOID, INTERVALOID},
-    nullptr};
+    {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, INTERVALOID, BOOLOID, INTERVALOID}};
 
 Statement lock_lease_0_3_0 = {
     "SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token,"
@@ -94,8 +88,7 @@ Statement lock_lease_0_3_0 = {
     " WHERE pg_catalog.starts_with($1, f.prefix))"
     " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
     1,
-    {TEXTOID},
-    nullptr};
+    {TEXTOID}};
 
 const char *const resource_batch_sql_0_3_0 =
     "WITH batch AS MATERIALIZED ("
