@@ -150,35 +150,32 @@ const char *const mark_batch_sql =
  * it, a batch at a time; only under a floor already at or above `below`.
  * Rows are found again by their ctid and locked with SKIP LOCKED, as the
  * marks are: a row updated meanwhile, or held by a fence() or acquire()
- * still running, is left alone.
+ * still running, is left alone.  A lease held until its horizon after a
+ * restart is live (state/lease_grace.hpp); 0.3.0's rows have none
+ * (legacy/leases_0_3_0.hpp).
  */
-#define RESOURCE_BATCH_SQL(HELD_UNTIL)                                                             \
-	"WITH batch AS MATERIALIZED ("                                                                 \
-	" SELECT ctid, resource FROM fencing.resources WHERE resource OPERATOR(pg_catalog.>) $2"       \
-	"  ORDER BY resource LIMIT $4),"                                                               \
-	" taken AS MATERIALIZED ("                                                                     \
-	" SELECT r.ctid FROM fencing.resources r"                                                      \
-	"  WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM batch))"                    \
-	"  AND pg_catalog.starts_with(r.resource, $1)"                                                 \
-	"  AND COALESCE(r.token, 0) OPERATOR(pg_catalog.<) $3"                                         \
-	"  AND NOT (NOT r.released AND " HELD_UNTIL(                                                   \
-	    "r.") " OPERATOR(pg_catalog.>) "                                                           \
-	          "pg_catalog.clock_timestamp())"                                                      \
-	          "  AND EXISTS (SELECT FROM fencing.resource_floors f"                                \
-	          "   WHERE pg_catalog.starts_with(r.resource, f.prefix) AND f.token "                 \
-	          "OPERATOR(pg_catalog.>=) $3)"                                                        \
-	          "  FOR UPDATE OF r SKIP LOCKED),"                                                    \
-	          " gone AS ("                                                                         \
-	          " DELETE FROM fencing.resources r"                                                   \
-	          "  WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM taken))"          \
-	          "  AND COALESCE(r.token, 0) OPERATOR(pg_catalog.<) $3"                               \
-	          "  RETURNING 1)"                                                                     \
-	          " SELECT (SELECT resource FROM batch ORDER BY resource DESC LIMIT 1),"               \
-	          " (SELECT pg_catalog.count(*) FROM gone)"
-/* A lease held until its horizon after a restart is live (state/lease_grace.hpp); 0.3.0's rows have
- * none. */
-const char *const resource_batch_sql = RESOURCE_BATCH_SQL(LEASE_HELD_UNTIL);
-const char *const resource_batch_sql_0_3_0 = RESOURCE_BATCH_SQL(LEASE_HELD_UNTIL_0_3_0);
+const char *const resource_batch_sql =
+    "WITH batch AS MATERIALIZED ("
+    " SELECT ctid, resource FROM fencing.resources WHERE resource OPERATOR(pg_catalog.>) $2"
+    "  ORDER BY resource LIMIT $4),"
+    " taken AS MATERIALIZED ("
+    " SELECT r.ctid FROM fencing.resources r"
+    "  WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM batch))"
+    "  AND pg_catalog.starts_with(r.resource, $1)"
+    "  AND COALESCE(r.token, 0) OPERATOR(pg_catalog.<) $3"
+    "  AND NOT (NOT r.released AND GREATEST(r.expires_at, CASE WHEN r.epoch"
+    " OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch() THEN r.grace_until END)"
+    " OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp())"
+    "  AND EXISTS (SELECT FROM fencing.resource_floors f"
+    "   WHERE pg_catalog.starts_with(r.resource, f.prefix) AND f.token OPERATOR(pg_catalog.>=) $3)"
+    "  FOR UPDATE OF r SKIP LOCKED),"
+    " gone AS ("
+    " DELETE FROM fencing.resources r"
+    "  WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM taken))"
+    "  AND COALESCE(r.token, 0) OPERATOR(pg_catalog.<) $3"
+    "  RETURNING 1)"
+    " SELECT (SELECT resource FROM batch ORDER BY resource DESC LIMIT 1),"
+    " (SELECT pg_catalog.count(*) FROM gone)";
 
 const char *const fence_batch_sql =
     "WITH batch AS MATERIALIZED ("

@@ -69,25 +69,34 @@ namespace
  */
 int own_ddl = 0;
 
+/* The 0.4.0 helpers that follow DDL (sql/src/protect.sql); 0.3.0's in legacy/helpers_0_3_0.hpp. */
+Statement guard_truncate_call = {
+    "SELECT fencing_internal._guard_truncate($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}};
+
+Statement guard_key_changes_call = {
+    "SELECT fencing_internal._guard_key_changes($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}};
+
 } // namespace
 
 namespace fencing
 {
 
-/*
- * Runs `sql` (one argument per relation setting) as the owner of `relid`,
- * with SECURITY_RESTRICTED_OPERATION and search_path pg_catalog, pg_temp.
- */
-void run_as_table_owner(Oid relid, const char *sql, int nargs, Oid *types, Datum *values)
+Statement protect_call = {
+    "SELECT fencing_internal._protect($1, $2, $3)", 3, {REGCLASSOID, NAMEOID, TEXTOID}};
+
+/* Runs `call` as the owner of `relid` (ddl.hpp), prepared for this run only (run_sql()). */
+void run_as_table_owner(Oid relid, Statement *call, Datum *values)
 {
 	Rights saved = become(relation_owner(relid));
 	own_ddl++;
 	PG_TRY();
 	{
-		run_sql(sql, nargs, types, values, InvalidSnapshot, false, false, [&](int rc) {
-			if (rc < 0)
-				elog(ERROR, "fencing: %s failed: %s", sql, SPI_result_code_string(rc));
-		});
+		run_sql(call->sql, call->nargs, call->types, values, InvalidSnapshot, false, false,
+		        [&](int rc) {
+			        if (rc < 0)
+				        elog(ERROR, "fencing: %s failed: %s", call->sql,
+				             SPI_result_code_string(rc));
+		        });
 	}
 	PG_FINALLY();
 	{
@@ -102,17 +111,18 @@ void run_as_table_owner(Oid relid, const char *sql, int nargs, Oid *types, Datum
 namespace
 {
 
-/* Calls fencing.<function>(relation, token column, mode) as the relation's owner. */
-void call_with_settings(const char *function, Oid relid, const char *token_column,
+/*
+ * Calls a helper (relation, token column, mode) as the relation's owner: its
+ * 0.4.0 call, or its 0.3.0 counterpart.
+ */
+void call_with_settings(Statement *call, Statement *call_0_3_0, Oid relid, const char *token_column,
                         fencing::Mode mode)
 {
-	Oid types[3] = {REGCLASSOID, NAMEOID, TEXTOID};
 	NameData column;
 	namestrcpy(&column, token_column);
 	Datum values[3] = {ObjectIdGetDatum(relid), NameGetDatum(&column),
 	                   CStringGetTextDatum(mode_name(mode))};
-	run_as_table_owner(relid, psprintf("SELECT %s.%s($1, $2, $3)", helper_schema(), function), 3,
-	                   types, values);
+	run_as_table_owner(relid, for_installed_release(call, call_0_3_0), values);
 }
 
 } // namespace
@@ -490,8 +500,8 @@ void guard_truncate_tree(const Registration &registration)
 {
 	ListCell *cell;
 	foreach (cell, find_all_inheritors(registration.relid, NoLock, nullptr))
-		call_with_settings("_guard_truncate", lfirst_oid(cell), NameStr(registration.token_column),
-		                   registration.mode);
+		call_with_settings(&guard_truncate_call, &guard_truncate_call_0_3_0, lfirst_oid(cell),
+		                   NameStr(registration.token_column), registration.mode);
 }
 
 } // namespace fencing
@@ -517,8 +527,9 @@ void complete_guards_near(Relation rel, bool triggers_only)
 			continue;
 		if (!triggers_only)
 			guard_truncate_tree(registration);
-		call_with_settings("_guard_key_changes", registration.relid,
-		                   NameStr(registration.token_column), registration.mode);
+		call_with_settings(&guard_key_changes_call, &guard_key_changes_call_0_3_0,
+		                   registration.relid, NameStr(registration.token_column),
+		                   registration.mode);
 	}
 }
 
@@ -629,7 +640,7 @@ void check_guarded(Relation rel, const Collected &collected)
 	 * changed with the table's.
 	 */
 	if (registration.relid == relid) {
-		call_with_settings("_protect", relid, column, registration.mode);
+		call_with_settings(&protect_call, &protect_call_0_3_0, relid, column, registration.mode);
 		guard_truncate_tree(registration);
 		follow_partition_identities(relid);
 	}

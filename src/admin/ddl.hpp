@@ -5,6 +5,7 @@
 #pragma once
 
 #include "base/boundary.hpp"
+#include "base/spi.hpp"
 #include "state/registry.hpp"
 
 extern "C" {
@@ -27,11 +28,17 @@ void ddl_object_access(ObjectAccessType access, Oid class_id, Oid object_id, int
 void ddl_end_of_transaction(XactEvent event);
 
 /*
- * Runs `sql` (one argument per relation setting) as the owner of `relid`,
- * with SECURITY_RESTRICTED_OPERATION and search_path pg_catalog, pg_temp;
- * the event trigger leaves the guard it changes alone meanwhile.
+ * Runs `call` (an internal helper's, one argument per relation setting) as
+ * the owner of `relid`, with SECURITY_RESTRICTED_OPERATION and search_path
+ * pg_catalog, pg_temp; the event trigger leaves the guard it changes alone
+ * meanwhile.  Prepared for this run only, as that owner: the USAGE on the
+ * helper's schema is checked when the call is parsed, and a plan kept for
+ * one owner would skip it for the next.
  */
-void run_as_table_owner(Oid relid, const char *sql, int nargs, Oid *types, Datum *values);
+void run_as_table_owner(Oid relid, Statement *call, Datum *values);
+
+/* fencing_internal._protect(target, token column, mode): the guard's DDL (sql/src/protect.sql). */
+extern Statement protect_call;
 
 /*
  * What a function may be called on, and by whom.  The rights over a

@@ -26,6 +26,14 @@ extern "C" {
 
 using namespace fencing;
 
+namespace
+{
+
+/* fencing_internal._unprotect(target): the guard's triggers go (sql/src/protect.sql). */
+Statement unprotect_call = {"SELECT fencing_internal._unprotect($1)", 1, {REGCLASSOID}};
+
+} // namespace
+
 /*
  * The guards of a Citus table's shards do not read the table's options (they
  * run where the registry and fencing.table_options are not, and Citus copies
@@ -114,10 +122,8 @@ static void protect_table(FunctionCallInfo fcinfo, bool with_options)
 	char *column = pstrdup(NameStr(*PG_GETARG_NAME(1)));
 	char *mode_text = TextDatumGetCString(PG_GETARG_DATUM(2));
 	fencing::Mode mode;
-	Oid types[3] = {REGCLASSOID, NAMEOID, TEXTOID};
 	Datum values[3] = {ObjectIdGetDatum(relid), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
-	run_as_table_owner(relid, psprintf("SELECT %s._protect($1, $2, $3)", helper_schema()), 3, types,
-	                   values);
+	run_as_table_owner(relid, for_installed_release(&protect_call, &protect_call_0_3_0), values);
 	if (!parse_mode(mode_text, &mode))
 		elog(ERROR, "fencing: protect() accepted mode \"%s\"", mode_text);
 	Registration made;
@@ -203,9 +209,8 @@ FENCING_FUNCTION(unprotect)
 	Relation rel = open_target(fcinfo, ShareRowExclusiveLock, Target::protected_table);
 	Oid relid = RelationGetRelid(rel);
 	relation_close(rel, NoLock);
-	Oid types[1] = {REGCLASSOID};
 	Datum values[1] = {ObjectIdGetDatum(relid)};
-	run_as_table_owner(relid, psprintf("SELECT %s._unprotect($1)", helper_schema()), 1, types,
+	run_as_table_owner(relid, for_installed_release(&unprotect_call, &unprotect_call_0_3_0),
 	                   values);
 	(void)record_unprotected(relid);
 	forget_options(relid);

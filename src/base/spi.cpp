@@ -38,6 +38,16 @@ SPIPlanPtr kept_plan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types)
 	return plan;
 }
 
+SPIPlanPtr prepared(Statement *statement)
+{
+	return kept_plan(&statement->plan, statement->sql, statement->nargs, statement->types);
+}
+
+void run_statement(Statement *statement, Datum *values, int expected)
+{
+	run_plan(prepared(statement), values, nullptr, false, expected);
+}
+
 void expect_result(int rc, int expected, const char *what)
 {
 	if (rc != expected)

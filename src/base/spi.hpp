@@ -41,6 +41,30 @@ template <typename Body> auto with_spi(Body body, int options = 0) -> decltype(b
  */
 SPIPlanPtr kept_plan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *types);
 
+/*
+ * One statement the C++ runs, declared once as a constant: its complete text
+ * (every name schema-qualified, nothing assembled at run time), its
+ * parameters and their types.  Each release whose objects need another text
+ * has a declaration of its own (0.3.0's in src/legacy/), with its own plan:
+ * the plans are cached per statement and so per release, and a backend that
+ * sees ALTER EXTENSION UPDATE (legacy/installed_release.hpp) simply picks the
+ * other declaration.
+ */
+constexpr int statement_max_args = 6;
+struct Statement {
+	const char *sql;
+	int nargs;
+	Oid types[statement_max_args];
+	SPIPlanPtr plan = nullptr; /* run_statement(): prepared once per backend (kept_plan) */
+};
+FENCING_PLAIN_DATA(Statement);
+
+/* The statement's kept plan (kept_plan()).  Call inside SPI_connect. */
+SPIPlanPtr prepared(Statement *statement);
+
+/* Runs the statement's kept plan; errors unless it returns `expected` (SPI_OK_...). */
+void run_statement(Statement *statement, Datum *values, int expected);
+
 /* Errors ("fencing: WHAT failed: ...") unless SPI's code `rc` is `expected` (SPI_OK_...). */
 void expect_result(int rc, int expected, const char *what);
 

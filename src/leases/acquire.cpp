@@ -15,6 +15,7 @@
  */
 #include "base/arguments.hpp"
 #include "base/compat.hpp"
+#include "legacy/helpers_0_3_0.hpp"
 #include "legacy/leases_0_3_0.hpp"
 #include "state/lease_grace.hpp"
 #include "reporting/errors.hpp"
@@ -51,15 +52,18 @@ struct LiveLease {
 };
 FENCING_PLAIN_DATA(LiveLease);
 
-/* The live lease and its expiry (state/lease_grace.hpp); 0.3.0's rows (legacy/leases_0_3_0.hpp). */
-#define LIVE_LEASE_SQL(HELD_UNTIL)                                                                 \
-	"SELECT holder = $2, token, " HELD_UNTIL(                                                      \
-	    "") " FROM fencing.resources"                                                              \
-	        " WHERE resource = $1 AND NOT released AND " HELD_UNTIL(                               \
-	            "") " > pg_catalog.clock_timestamp()"
-constexpr const char *live_lease_sql[2] = {LIVE_LEASE_SQL(LEASE_HELD_UNTIL),
-                                           LIVE_LEASE_SQL(LEASE_HELD_UNTIL_0_3_0)};
-SPIPlanPtr live_lease_plans[2] = {nullptr, nullptr};
+/*
+ * The live lease and its expiry, held until its expires_at or its
+ * grace_until (state/lease_grace.hpp); 0.3.0's rows (legacy/leases_0_3_0.hpp).
+ */
+Statement live_lease_statement = {
+    "SELECT holder = $2, token, GREATEST(expires_at, CASE WHEN epoch OPERATOR(pg_catalog.<>)"
+    " fencing_internal._lease_epoch() THEN grace_until END) FROM fencing.resources"
+    " WHERE resource = $1 AND NOT released AND GREATEST(expires_at, CASE WHEN epoch"
+    " OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch() THEN grace_until END)"
+    " > pg_catalog.clock_timestamp()",
+    2,
+    {TEXTOID, TEXTOID}};
 
 /* The polling backoff without the queue. */
 constexpr long first_backoff_ms = 1;
@@ -69,11 +73,9 @@ constexpr long last_backoff_ms = 100;
 LiveLease read_live_lease(const char *resource, const char *holder)
 {
 	return with_spi([&] {
-		Oid types[2] = {TEXTOID, TEXTOID};
-		int sql = lease_rows_without_grace() ? 1 : 0;
-		SPIPlanPtr plan = kept_plan(&live_lease_plans[sql], live_lease_sql[sql], 2, types);
 		Datum values[2] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder)};
-		run_plan(plan, values, nullptr, false, SPI_OK_SELECT);
+		run_statement(for_installed_release(&live_lease_statement, &live_lease_0_3_0), values,
+		              SPI_OK_SELECT);
 		LiveLease lease = {false, false, 0, 0};
 		if (SPI_processed > 0) {
 			bool isnull;

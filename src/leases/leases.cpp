@@ -6,6 +6,7 @@
 #include "base/arguments.hpp"
 #include "base/compat.hpp"
 #include "legacy/leases_0_2_0.hpp"
+#include "legacy/helpers_0_3_0.hpp"
 #include "legacy/leases_0_3_0.hpp"
 #include "leases/lease_queue.hpp"
 #include "leases/leases.hpp"
@@ -28,50 +29,38 @@ using namespace fencing;
 namespace
 {
 
-SPIPlanPtr grant_plans[2] = {nullptr, nullptr};
-SPIPlanPtr renew_plans[2] = {nullptr, nullptr};
-SPIPlanPtr release_plans[2] = {nullptr, nullptr};
-
-/*
- * Which of a statement's two texts serves this database: 0 for rows with
- * grace_until, 1 for 0.3.0's (legacy/leases_0_3_0.hpp).
- */
-int lease_sql()
-{
-	return lease_rows_without_grace() ? 1 : 0;
-}
-
-/* The lease held by (holder, token) must be live for renew and release. */
-#define HELD_LEASE(HELD_UNTIL)                                                                     \
-	" WHERE r.resource = $1 AND r.holder = $2 AND r.token = $3 AND NOT r.released"                 \
-	" AND " HELD_UNTIL("r.") " > c.now"
-
 /*
  * renew: the new expiry from one reading of the clock; grace_until and the
  * epoch kept when the new expiry stays within it and the flush may be
  * skipped ($5) - a row of an earlier epoch stays held until its grace_until,
  * also against the old primary still renewing it after a promotion - else
  * grace_until advanced to the new expiry + the grace ($6), in this epoch.
- * Returns whether it advanced: then the commit must be durable.
+ * Returns whether it advanced: then the commit must be durable.  The lease
+ * held by (holder, token) must be live, held until its expiry or its
+ * grace_until (state/lease_grace.hpp), for renew and release.
  */
-#define RENEW_SQL(HELD_UNTIL, GRACE_SET, ADVANCED)                                                 \
-	"UPDATE fencing.resources r SET expires_at = c.now + $4" GRACE_SET                             \
-	" FROM (SELECT pg_catalog.clock_timestamp() AS now) c" HELD_LEASE(                             \
-	    HELD_UNTIL) " RETURNING " ADVANCED
-constexpr const char *renew_sql[2] = {
-    RENEW_SQL(LEASE_HELD_UNTIL,
-              ", epoch = CASE WHEN $5 AND c.now + $4 <= r.grace_until THEN r.epoch"
-              " ELSE fencing_internal._lease_epoch() END,"
-              " grace_until = CASE WHEN $5 AND c.now + $4 <= r.grace_until THEN r.grace_until"
-              " ELSE c.now + $4 + $6 END",
-              "r.grace_until = c.now + $4 + $6"),
-    RENEW_SQL(LEASE_HELD_UNTIL_0_3_0, "", "true")};
+Statement renew_statement = {
+    "UPDATE fencing.resources r SET expires_at = c.now + $4,"
+    " epoch = CASE WHEN $5 AND c.now + $4 <= r.grace_until THEN r.epoch"
+    " ELSE fencing_internal._lease_epoch() END,"
+    " grace_until = CASE WHEN $5 AND c.now + $4 <= r.grace_until THEN r.grace_until"
+    " ELSE c.now + $4 + $6 END"
+    " FROM (SELECT pg_catalog.clock_timestamp() AS now) c"
+    " WHERE r.resource = $1 AND r.holder = $2 AND r.token = $3 AND NOT r.released"
+    " AND GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>)"
+    " fencing_internal._lease_epoch() THEN r.grace_until END) > c.now"
+    " RETURNING r.grace_until = c.now + $4 + $6",
+    6,
+    {TEXTOID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, INTERVALOID}};
 
-constexpr const char *release_sql[2] = {
+Statement release_statement = {
     "UPDATE fencing.resources r SET released = true"
-    " FROM (SELECT pg_catalog.clock_timestamp() AS now) c" HELD_LEASE(LEASE_HELD_UNTIL),
-    "UPDATE fencing.resources r SET released = true"
-    " FROM (SELECT pg_catalog.clock_timestamp() AS now) c" HELD_LEASE(LEASE_HELD_UNTIL_0_3_0)};
+    " FROM (SELECT pg_catalog.clock_timestamp() AS now) c"
+    " WHERE r.resource = $1 AND r.holder = $2 AND r.token = $3 AND NOT r.released"
+    " AND GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>)"
+    " fencing_internal._lease_epoch() THEN r.grace_until END) > c.now",
+    3,
+    {TEXTOID, TEXTOID, INT8OID}};
 
 /*
  * The grant in one statement, on a resource row that exists and holds no live
@@ -84,39 +73,35 @@ constexpr const char *release_sql[2] = {
  * is pinned.  No row: the resource has no row yet or holds a live lease;
  * acquire() then takes the path that locks (and creates) the row first.
  */
-#define GRANT_FREE_SQL(HELPERS, HELD_UNTIL, GRACE_SET)                                             \
-	"UPDATE fencing.resources r"                                                                   \
-	" SET holder = $2, released = false,"                                                          \
-	" token = " HELPERS "._grant_token(pg_catalog.int8larger(COALESCE(r.token, 0),"                \
-	"  COALESCE((SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"                    \
-	"   WHERE pg_catalog.starts_with($1, f.prefix)), 0)), $4),"                                    \
-	" (granted_at, expires_at" GRACE_SET " FROM (SELECT pg_catalog.clock_timestamp() AS now) c)"   \
-	" WHERE r.resource OPERATOR(pg_catalog.=) $1"                                                  \
-	" AND (r.released OR r.expires_at IS NULL"                                                     \
-	"  OR " HELD_UNTIL("r.") " OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())"              \
-	                         " RETURNING r.token"
-constexpr const char *grant_free_sql[2] = {
-    GRANT_FREE_SQL("fencing_internal", LEASE_HELD_UNTIL,
-                   ", grace_until, epoch) = (SELECT c.now, c.now OPERATOR(pg_catalog.+) $3,"
-                   " c.now OPERATOR(pg_catalog.+) $3 OPERATOR(pg_catalog.+) $5,"
-                   " fencing_internal._lease_epoch()"),
-    GRANT_FREE_SQL("fencing", LEASE_HELD_UNTIL_0_3_0,
-                   ") = (SELECT c.now, c.now OPERATOR(pg_catalog.+) $3")};
-SPIPlanPtr grant_free_plans[2] = {nullptr, nullptr};
+Statement grant_free_statement = {
+    "UPDATE fencing.resources r"
+    " SET holder = $2, released = false,"
+    " token = fencing_internal._grant_token(pg_catalog.int8larger(COALESCE(r.token, 0),"
+    "  COALESCE((SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"
+    "   WHERE pg_catalog.starts_with($1, f.prefix)), 0)), $4),"
+    " (granted_at, expires_at, grace_until, epoch) = (SELECT c.now, c.now OPERATOR(pg_catalog.+) "
+    "$3,"
+    " c.now OPERATOR(pg_catalog.+) $3 OPERATOR(pg_catalog.+) $5,"
+    " fencing_internal._lease_epoch() FROM (SELECT pg_catalog.clock_timestamp() AS now) c)"
+    " WHERE r.resource OPERATOR(pg_catalog.=) $1"
+    " AND (r.released OR r.expires_at IS NULL"
+    "  OR GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>)"
+    " fencing_internal._lease_epoch() THEN r.grace_until END)"
+    " OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())"
+    " RETURNING r.token",
+    5,
+    {TEXTOID, TEXTOID, INTERVALOID, INT8OID, INTERVALOID}};
 
 /* The grant after lock_lease() found the lease free (a new row, a live lease that ended meanwhile).
  */
-constexpr const char *grant_sql[2] = {
+Statement grant_statement = {
     "UPDATE fencing.resources"
     " SET holder = $2, token = $3, released = false, epoch = fencing_internal._lease_epoch(),"
     " (granted_at, expires_at, grace_until) = (SELECT now, now + $4, now + $4 + $5 FROM"
     " (SELECT pg_catalog.clock_timestamp() AS now) c)"
     " WHERE resource = $1",
-    "UPDATE fencing.resources"
-    " SET holder = $2, token = $3, released = false,"
-    " (granted_at, expires_at) = (SELECT now, now + $4 FROM"
-    " (SELECT pg_catalog.clock_timestamp() AS now) c)"
-    " WHERE resource = $1"};
+    5,
+    {TEXTOID, TEXTOID, INT8OID, INTERVALOID, INTERVALOID}};
 
 /*
  * The local transaction in which acquire() runs grant_free_sql, or 0:
@@ -188,9 +173,7 @@ Grant grant_lease(const char *resource, const char *holder, Datum ttl)
 	if (!grants_lock_first_0_2_0()) {
 		/* As below, before anything is locked or issued. */
 		require_grant_confirmation();
-		Oid types[5] = {TEXTOID, TEXTOID, INTERVALOID, INT8OID, INTERVALOID};
-		int sql = lease_sql();
-		SPIPlanPtr plan = kept_plan(&grant_free_plans[sql], grant_free_sql[sql], 5, types);
+		Statement *grant_free = for_installed_release(&grant_free_statement, &grant_free_0_3_0);
 		int64 nonce = 0;
 		while (nonce == 0)
 			if (!pg_strong_random(&nonce, sizeof nonce))
@@ -199,7 +182,7 @@ Grant grant_lease(const char *resource, const char *holder, Datum ttl)
 		granting = local_transaction_id();
 		granting_in = GetCurrentSubTransactionId();
 		grant_nonce = nonce;
-		run_plan(plan, values, nullptr, false, SPI_OK_UPDATE_RETURNING);
+		run_statement(grant_free, values, SPI_OK_UPDATE_RETURNING);
 		granting = InvalidLocalTransactionId;
 		grant_nonce = 0;
 		if (SPI_processed == 1) {
@@ -212,11 +195,8 @@ Grant grant_lease(const char *resource, const char *holder, Datum ttl)
 		return Grant{0, false, true};
 	require_grant_confirmation();
 	int64 token = issue_token(lease.token);
-	Oid types[5] = {TEXTOID, TEXTOID, INT8OID, INTERVALOID, INTERVALOID};
-	int sql = lease_sql();
-	SPIPlanPtr plan = kept_plan(&grant_plans[sql], grant_sql[sql], 5, types);
 	Datum values[5] = {name, holder_text, Int64GetDatum(token), ttl, lease_grace_interval()};
-	run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
+	run_statement(for_installed_release(&grant_statement, &grant_0_3_0), values, SPI_OK_UPDATE);
 	return Grant{token, false, false};
 }
 
@@ -260,10 +240,8 @@ FENCING_FUNCTION(renew)
 		bool advanced;
 	};
 	Renewal renewal = with_spi([&]() {
-		Oid types[6] = {TEXTOID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, INTERVALOID};
-		int sql = lease_sql();
-		SPIPlanPtr plan = kept_plan(&renew_plans[sql], renew_sql[sql], 6, types);
-		run_plan(plan, values, nullptr, false, SPI_OK_UPDATE_RETURNING);
+		run_statement(for_installed_release(&renew_statement, &renew_0_3_0), values,
+		              SPI_OK_UPDATE_RETURNING);
 		bool isnull = true;
 		bool advanced = SPI_processed == 1 && DatumGetBool(result_value(0, 1, &isnull));
 		return Renewal{SPI_processed == 1, advanced || isnull};
@@ -290,13 +268,11 @@ FENCING_FUNCTION(release)
 	                   Int64GetDatum(token)};
 	note_lease_change_start();
 	bool held = with_spi([&]() {
-		Oid types[3] = {TEXTOID, TEXTOID, INT8OID};
-		int sql = lease_sql();
-		SPIPlanPtr plan = kept_plan(&release_plans[sql], release_sql[sql], 3, types);
-		run_plan(plan, values, nullptr, false, SPI_OK_UPDATE);
+		run_statement(for_installed_release(&release_statement, &release_0_3_0), values,
+		              SPI_OK_UPDATE);
 		return SPI_processed == 1;
 	});
-	if (lease_flush_optional() && lease_sql() == 0)
+	if (lease_flush_optional() && !lease_rows_without_grace())
 		allow_commit_without_flush();
 	else
 		require_durable_commit();

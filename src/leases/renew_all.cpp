@@ -6,6 +6,7 @@
 #include "base/arguments.hpp"
 #include "base/spi.hpp"
 #include "base/token_compare.hpp"
+#include "legacy/helpers_0_3_0.hpp"
 #include "legacy/leases_0_3_0.hpp"
 #include "state/lease_grace.hpp"
 #include "reporting/lease_stats.hpp"
@@ -28,39 +29,37 @@ namespace
 /*
  * The resources and tokens paired by position, in the caller's order;
  * each live lease held by (holder, token) is extended, the others are
- * reported with renewed = false and no expiry.  Every name qualified, the
- * search_path pinned too.
+ * reported with renewed = false and no expiry.  As renew() (leases.cpp):
+ * grace_until and the epoch kept, or advanced; 0.3.0's rows have none
+ * (legacy/leases_0_3_0.hpp).  Every name qualified, the search_path pinned
+ * too.
  */
-#define RENEW_ALL_SQL(HELD_UNTIL, GRACE_SET, ADVANCED)                                             \
-	"WITH wanted AS (SELECT w.resource, w.token, w.n"                                              \
-	"  FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[]),"                                  \
-	"   pg_catalog.unnest($3::pg_catalog.int8[])) WITH ORDINALITY AS w(resource, token, n)),"      \
-	" renewed AS (UPDATE fencing.resources r"                                                      \
-	"  SET expires_at = c.now OPERATOR(pg_catalog.+) $4" GRACE_SET                                 \
-	"  FROM wanted w, (SELECT pg_catalog.clock_timestamp() AS now) c"                              \
-	"  WHERE r.resource OPERATOR(pg_catalog.=) w.resource"                                         \
-	"   AND r.holder OPERATOR(pg_catalog.=) $1 AND r.token OPERATOR(pg_catalog.=) w.token"         \
-	"   AND NOT r.released"                                                                        \
-	"   AND " HELD_UNTIL(                                                                          \
-	    "r.") " OPERATOR(pg_catalog.>) c.now"                                                      \
-	          "  RETURNING r.resource, r.expires_at, " ADVANCED " AS advanced)"                    \
-	          " SELECT w.resource, w.token, n.resource IS NOT NULL, n.expires_at, n.advanced"      \
-	          " FROM wanted w LEFT JOIN renewed n ON n.resource OPERATOR(pg_catalog.=) w.resource" \
-	          " ORDER BY w.n"
-/* As renew() (leases.cpp): grace_until and the epoch kept, or advanced; 0.3.0's rows have none. */
-constexpr const char *renew_all_sql[2] = {
-    RENEW_ALL_SQL(LEASE_HELD_UNTIL,
-                  ", epoch = CASE WHEN $5"
-                  " AND (c.now OPERATOR(pg_catalog.+) $4) OPERATOR(pg_catalog.<=) r.grace_until"
-                  " THEN r.epoch ELSE fencing_internal._lease_epoch() END,"
-                  " grace_until = CASE WHEN $5"
-                  " AND (c.now OPERATOR(pg_catalog.+) $4) OPERATOR(pg_catalog.<=) r.grace_until"
-                  " THEN r.grace_until"
-                  " ELSE c.now OPERATOR(pg_catalog.+) $4 OPERATOR(pg_catalog.+) $6 END",
-                  "r.grace_until OPERATOR(pg_catalog.=)"
-                  " (c.now OPERATOR(pg_catalog.+) $4 OPERATOR(pg_catalog.+) $6)"),
-    RENEW_ALL_SQL(LEASE_HELD_UNTIL_0_3_0, "", "true")};
-SPIPlanPtr renew_all_plans[2] = {nullptr, nullptr};
+Statement renew_all_statement = {
+    "WITH wanted AS (SELECT w.resource, w.token, w.n"
+    "  FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[]),"
+    "   pg_catalog.unnest($3::pg_catalog.int8[])) WITH ORDINALITY AS w(resource, token, n)),"
+    " renewed AS (UPDATE fencing.resources r"
+    "  SET expires_at = c.now OPERATOR(pg_catalog.+) $4,"
+    " epoch = CASE WHEN $5"
+    " AND (c.now OPERATOR(pg_catalog.+) $4) OPERATOR(pg_catalog.<=) r.grace_until"
+    " THEN r.epoch ELSE fencing_internal._lease_epoch() END,"
+    " grace_until = CASE WHEN $5"
+    " AND (c.now OPERATOR(pg_catalog.+) $4) OPERATOR(pg_catalog.<=) r.grace_until"
+    " THEN r.grace_until"
+    " ELSE c.now OPERATOR(pg_catalog.+) $4 OPERATOR(pg_catalog.+) $6 END"
+    "  FROM wanted w, (SELECT pg_catalog.clock_timestamp() AS now) c"
+    "  WHERE r.resource OPERATOR(pg_catalog.=) w.resource"
+    "   AND r.holder OPERATOR(pg_catalog.=) $1 AND r.token OPERATOR(pg_catalog.=) w.token"
+    "   AND NOT r.released"
+    "   AND GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>)"
+    " fencing_internal._lease_epoch() THEN r.grace_until END) OPERATOR(pg_catalog.>) c.now"
+    "  RETURNING r.resource, r.expires_at, r.grace_until OPERATOR(pg_catalog.=)"
+    " (c.now OPERATOR(pg_catalog.+) $4 OPERATOR(pg_catalog.+) $6) AS advanced)"
+    " SELECT w.resource, w.token, n.resource IS NOT NULL, n.expires_at, n.advanced"
+    " FROM wanted w LEFT JOIN renewed n ON n.resource OPERATOR(pg_catalog.=) w.resource"
+    " ORDER BY w.n",
+    6,
+    {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, INTERVALOID, BOOLOID, INTERVALOID}};
 
 /* A one-dimensional array argument without NULL elements (22004) or NULL itself (22004). */
 ArrayType *require_array(FunctionCallInfo fcinfo, int arg, const char *what)
@@ -135,13 +134,11 @@ FENCING_FUNCTION(renew_all)
 	bool flush_optional = lease_flush_optional() && lease_horizons_confirmed();
 	note_lease_change_start();
 	bool advanced = with_spi([&] {
-		Oid types[6] = {TEXTOID, TEXTARRAYOID, INT8ARRAYOID, INTERVALOID, BOOLOID, INTERVALOID};
-		int sql = lease_rows_without_grace() ? 1 : 0;
-		SPIPlanPtr plan = kept_plan(&renew_all_plans[sql], renew_all_sql[sql], 6, types);
 		Datum arguments[6] = {CStringGetTextDatum(holder),  PointerGetDatum(resources),
 		                      PointerGetDatum(tokens),      ttl,
 		                      BoolGetDatum(flush_optional), lease_grace_interval()};
-		run_plan(plan, arguments, nullptr, false, SPI_OK_SELECT);
+		run_statement(for_installed_release(&renew_all_statement, &renew_all_0_3_0), arguments,
+		              SPI_OK_SELECT);
 		bool any_advanced = false;
 		for (uint64 row = 0; row < SPI_processed; row++) {
 			Datum columns[5];

@@ -4,6 +4,10 @@
 #include "legacy/leases_0_2_0.hpp"
 #include "legacy/installed_release.hpp"
 
+extern "C" {
+#include "catalog/pg_type.h"
+}
+
 namespace fencing
 {
 
@@ -17,11 +21,15 @@ bool no_resource_floors_0_1_0()
 	return installed_layout() == Layout::v0_1_0;
 }
 
-const char *const lease_lock_sql_0_1_0 =
+Statement lock_lease_0_1_0 = {
     "SELECT NOT released AND expires_at > pg_catalog.clock_timestamp(), token, NULL::bigint"
-    " FROM fencing.resources WHERE resource = $1 FOR UPDATE";
+    " FROM fencing.resources WHERE resource = $1 FOR UPDATE",
+    1,
+    {TEXTOID}};
 
-const char *const fence_lock_sql_0_1_0 = "SELECT token, NULL::bigint"
-                                         " FROM fencing.fences WHERE resource = $1 FOR UPDATE";
+Statement lock_fence_0_1_0 = {"SELECT token, NULL::bigint"
+                              " FROM fencing.fences WHERE resource = $1 FOR UPDATE",
+                              1,
+                              {TEXTOID}};
 
 } // namespace fencing

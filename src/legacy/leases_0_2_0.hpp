@@ -5,7 +5,7 @@
  */
 #pragma once
 
-#include "base/boundary.hpp"
+#include "base/spi.hpp"
 
 namespace fencing
 {
@@ -21,7 +21,7 @@ bool grants_lock_first_0_2_0();
  * lock a lease's or a fence's row read NULL for the floor.
  */
 bool no_resource_floors_0_1_0();
-extern const char *const lease_lock_sql_0_1_0;
-extern const char *const fence_lock_sql_0_1_0;
+extern Statement lock_lease_0_1_0;
+extern Statement lock_fence_0_1_0;
 
 } // namespace fencing

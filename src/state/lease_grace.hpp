@@ -18,15 +18,12 @@ namespace fencing
 {
 
 /*
- * A lease row's expiry in SQL (P: the row's alias and a dot, or ""): its
- * expires_at, or its grace_until if that is later and the row was last
- * written in another epoch (before the last restart or promotion).  Rows of
- * 0.3.0 (legacy/leases_0_3_0.hpp) have only expires_at.
+ * A lease row is held until its expiry, as the lease statements write it
+ * (leases/): GREATEST(expires_at, CASE WHEN epoch <> _lease_epoch() THEN
+ * grace_until END) - its expires_at, or its grace_until if that is later and
+ * the row was last written in another epoch (before the last restart or
+ * promotion).  Rows of 0.3.0 (legacy/leases_0_3_0.hpp) have only expires_at.
  */
-#define LEASE_HELD_UNTIL(P)                                                                        \
-	"GREATEST(" P "expires_at, CASE WHEN " P "epoch OPERATOR(pg_catalog.<>)"                       \
-	" fencing_internal._lease_epoch() THEN " P "grace_until END)"
-#define LEASE_HELD_UNTIL_0_3_0(P) P "expires_at"
 
 /* The settings (defined in entry/settings.cpp). */
 enum LeaseDurability { durability_grace, durability_always };
