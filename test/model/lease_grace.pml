@@ -71,7 +71,7 @@
 #define name(me) ((me) + 'A' - 1)
 #define max(a, b) ((a) > (b) -> (a) : (b))
 
-/* Rows: 0 P's memory, 1 Q's memory, 2 P's disk, 3 P's standby. */
+/* Rows: 0 P's (as its transactions see it), 1 Q's, 2 P's disk, 3 P's standby. */
 #define PMEM 0
 #define QMEM 1
 #define PDISK 2
