@@ -27,27 +27,6 @@ my $wal_syncs =
   : 'SELECT wal_sync FROM pg_stat_wal';
 sub syncs { return sql($wal_syncs); }
 
-# kill -9 of the postmaster and of every process it started, at once: no
-# backend or WAL writer flushes what they hold; then a restart.
-sub kill_all_and_restart
-{
-	my $pid = $node->{_pid};
-	my @children = split /\s+/, `pgrep -P $pid`;
-	kill 'KILL', $pid, grep { /^\d+$/ } @children;
-	for (1 .. 300)
-	{
-		last unless grep { kill(0, $_) } $pid, grep { /^\d+$/ } @children;
-		usleep(100_000);
-	}
-	$node->{_pid} = undef;
-	for (1 .. 60)
-	{
-		return if $node->start(fail_ok => 1);
-		usleep(500_000);
-	}
-	BAIL_OUT('the node did not restart after kill -9');
-}
-
 # 1. Which calls flush.
 my $t = sql("SELECT fencing.acquire('flush', 'a', '1 min')");
 my $before = syncs();
@@ -83,7 +62,7 @@ for (1 .. 20)
 	$belief = $start + 1 if sql("SELECT fencing.renew('solo', 'a', $t, '1 s')") eq 't';
 	usleep(20_000);
 }
-kill_all_and_restart();
+FencingNode::kill_all_and_restart($node);
 my ($stored, $horizon) = split /\|/, sql(
 	"SELECT extract(epoch FROM expires_at), extract(epoch FROM grace_until)
 	 FROM fencing.resources WHERE resource = 'solo'");
@@ -138,7 +117,7 @@ push @clients, FencingNode::start_client($node, $log, q{
 	fi
 });
 FencingNode::wait_for_lines($log, 600);
-kill_all_and_restart();
+FencingNode::kill_all_and_restart($node);
 $_->finish for @clients;
 
 # Each token's belief: from its acknowledged calls; a release ends it.

@@ -59,6 +59,28 @@ sub crash_and_restart
 	BAIL_OUT('the node did not restart after kill -9');
 }
 
+# kill -9 of the postmaster and of every process it started, at once: no
+# backend or WAL writer flushes what they hold; then a restart.
+sub kill_all_and_restart
+{
+	my ($node) = @_;
+	my $pid = $node->{_pid};
+	my @children = grep { /^\d+$/ } split /\s+/, `pgrep -P $pid`;
+	kill 'KILL', $pid, @children;
+	for (1 .. 300)
+	{
+		last unless grep { kill(0, $_) } $pid, @children;
+		select(undef, undef, undef, 0.1);
+	}
+	$node->{_pid} = undef;
+	for (1 .. 60)
+	{
+		return if $node->start(fail_ok => 1);
+		select(undef, undef, undef, 0.5);
+	}
+	BAIL_OUT('the node did not restart after kill -9');
+}
+
 # After a backend died by a signal: the postmaster (restart_after_crash is
 # off in the TAP tests) shuts down; once it is gone, the node starts again.
 sub restart_after_backend_crash
