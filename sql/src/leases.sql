@@ -36,6 +36,17 @@ LANGUAGE C STABLE PARALLEL SAFE;
 COMMENT ON FUNCTION fencing_internal._lease_epoch() IS
 'internal: this server''s epoch, which changes with every restart, crash and promotion';
 
+-- A lease's expiry: the row's, or the later one a renewal kept in the lease
+-- memory (shared memory, preloaded only) for exactly this grant
+-- (src/state/lease_memory.cpp).  Reads its arguments and shared memory only.
+CREATE OR REPLACE FUNCTION fencing_internal._lease_expiry(resource text, holder text, token bigint,
+                                                          epoch bigint, row_expires timestamptz)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'fencing_lease_expiry'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION fencing_internal._lease_expiry(text, text, bigint, bigint, timestamptz) IS
+'internal: a lease''s expiry, the later of its row''s and the one a renewal kept in memory';
+
 CREATE OR REPLACE FUNCTION fencing.renew(resource text, holder text, token bigint, ttl interval)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'renew'

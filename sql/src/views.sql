@@ -12,20 +12,24 @@ COMMENT ON VIEW fencing.protected_tables IS
 'tables guarded by fencing.protect(): token column, mode, enforcing or report-only, highest token accepted, maintainer';
 
 -- Leases as users see them; live is judged by the server's clock now.  The
--- expiry is the effective one: a lease last written before the server's last
--- restart or promotion is held until its grace_until if that is later.
+-- expiry is the effective one: the row's or the later one a renewal kept in
+-- memory; a lease last written before the server's last restart or
+-- promotion is held until its grace_until if that is later.
 CREATE OR REPLACE VIEW fencing.leases AS
 SELECT r.resource, r.holder, r.token, r.granted_at,
-       GREATEST(r.expires_at, CASE WHEN NOT r.released
-                                    AND r.epoch OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch()
-                                   THEN r.grace_until END) AS expires_at,
+       GREATEST(fencing_internal._lease_expiry(r.resource, r.holder, r.token, r.epoch, r.expires_at),
+                CASE WHEN NOT r.released
+                      AND r.epoch OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch()
+                     THEN r.grace_until END) AS expires_at,
        (NOT r.released
-        AND GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch()
-                                        THEN r.grace_until END)
+        AND GREATEST(fencing_internal._lease_expiry(r.resource, r.holder, r.token, r.epoch, r.expires_at),
+                     CASE WHEN r.epoch OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch()
+                          THEN r.grace_until END)
             OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()) AS live,
        CASE WHEN r.released THEN 'released'
-            WHEN GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch()
-                                             THEN r.grace_until END)
+            WHEN GREATEST(fencing_internal._lease_expiry(r.resource, r.holder, r.token, r.epoch, r.expires_at),
+                          CASE WHEN r.epoch OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch()
+                               THEN r.grace_until END)
                  OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN 'held'
             ELSE 'expired' END AS state
 FROM fencing.resources r

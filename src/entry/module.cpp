@@ -39,6 +39,7 @@
 #include "reporting/lease_stats.hpp"
 #include "reporting/stats.hpp"
 #include "state/lease_grace.hpp"
+#include "state/lease_memory.hpp"
 #include "state/token_issue.hpp"
 #include "state/token_setting.hpp"
 
@@ -201,14 +202,17 @@ void process_utility(PlannedStmt *statement, const char *text, bool read_only,
  * Every shared-memory area (preloaded only; base/shared_memory.hpp), in the
  * order they are requested and attached: the token windows
  * (state/token_issue); the lease epoch's start (state/lease_grace); the
- * statistics (reporting/stats); the rollout report (reporting/rollout); the
- * lease counters (reporting/lease_stats); the queue of waiting acquire()
- * calls (leases/lease_queue).
+ * lease memory (state/lease_memory); the statistics (reporting/stats); the
+ * rollout report (reporting/rollout); the lease counters
+ * (reporting/lease_stats); the queue of waiting acquire() calls
+ * (leases/lease_queue).
  */
 const fencing::SharedArea *const shared_areas[] = {
-    &fencing::token_windows_area,  &fencing::lease_epoch_area,      &fencing::stats_area,
-    &fencing::stats_prepared_area, &fencing::rollout_overflow_area, &fencing::rollout_prepared_area,
-    &fencing::rollout_report_area, &fencing::lease_stats_area,      &fencing::lease_queue_area,
+    &fencing::token_windows_area,    &fencing::lease_epoch_area,
+    &fencing::lease_memory_area,     &fencing::stats_area,
+    &fencing::stats_prepared_area,   &fencing::rollout_overflow_area,
+    &fencing::rollout_prepared_area, &fencing::rollout_report_area,
+    &fencing::lease_stats_area,      &fencing::lease_queue_area,
 };
 constexpr int shared_area_count = sizeof shared_areas / sizeof shared_areas[0];
 

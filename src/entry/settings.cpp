@@ -11,6 +11,7 @@
 #include "state/maintenance_setting.hpp"
 #include "reporting/stats.hpp"
 #include "state/lease_grace.hpp"
+#include "state/lease_memory.hpp"
 #include "state/token_issue.hpp"
 #include "state/token_setting.hpp"
 
@@ -124,6 +125,12 @@ void define_stats_settings()
 	    "A group is a protected table, role, application_name and reason; "
 	    "when all are taken, new groups count in an overflow row.",
 	    &rollout_report_max, 1000, 100, 1000000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+	DefineCustomIntVariable(
+	    "fencing.lease_memory",
+	    "Leases whose renewals the lease memory can keep without a row write.",
+	    "A renewal within the durable horizon sets the expiry in shared memory only; 0 turns it "
+	    "off (every renewal writes its row).",
+	    &lease_memory_size, 8192, 0, 1048576, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 }
 
 } // namespace

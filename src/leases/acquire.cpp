@@ -57,9 +57,11 @@ FENCING_PLAIN_DATA(LiveLease);
  * grace_until (state/lease_grace.hpp); 0.3.0's rows (legacy/leases_0_3_0.hpp).
  */
 Statement live_lease_statement = {
-    "SELECT holder = $2, token, GREATEST(expires_at, CASE WHEN epoch OPERATOR(pg_catalog.<>)"
+    "SELECT holder = $2, token, GREATEST(fencing_internal._lease_expiry(resource, holder, token,"
+    " epoch, expires_at), CASE WHEN epoch OPERATOR(pg_catalog.<>)"
     " fencing_internal._lease_epoch() THEN grace_until END) FROM fencing.resources"
-    " WHERE resource = $1 AND NOT released AND GREATEST(expires_at, CASE WHEN epoch"
+    " WHERE resource = $1 AND NOT released AND GREATEST(fencing_internal._lease_expiry(resource,"
+    " holder, token, epoch, expires_at), CASE WHEN epoch"
     " OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch() THEN grace_until END)"
     " > pg_catalog.clock_timestamp()",
     2,

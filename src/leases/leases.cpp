@@ -10,6 +10,7 @@
 #include "legacy/leases_0_3_0.hpp"
 #include "leases/lease_queue.hpp"
 #include "leases/leases.hpp"
+#include "leases/renew_memory.hpp"
 #include "leases/resources.hpp"
 #include "reporting/lease_stats.hpp"
 #include "base/spi.hpp"
@@ -47,8 +48,9 @@ Statement renew_statement = {
     " ELSE c.now + $4 + $6 END"
     " FROM (SELECT pg_catalog.clock_timestamp() AS now) c"
     " WHERE r.resource = $1 AND r.holder = $2 AND r.token = $3 AND NOT r.released"
-    " AND GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>)"
-    " fencing_internal._lease_epoch() THEN r.grace_until END) > c.now"
+    " AND GREATEST(fencing_internal._lease_expiry(r.resource, r.holder, r.token, r.epoch,"
+    " r.expires_at), CASE WHEN r.epoch OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch()"
+    " THEN r.grace_until END) > c.now"
     " RETURNING r.grace_until = c.now + $4 + $6",
     6,
     {TEXTOID, TEXTOID, INT8OID, INTERVALOID, BOOLOID, INTERVALOID}};
@@ -57,8 +59,9 @@ Statement release_statement = {
     "UPDATE fencing.resources r SET released = true"
     " FROM (SELECT pg_catalog.clock_timestamp() AS now) c"
     " WHERE r.resource = $1 AND r.holder = $2 AND r.token = $3 AND NOT r.released"
-    " AND GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>)"
-    " fencing_internal._lease_epoch() THEN r.grace_until END) > c.now",
+    " AND GREATEST(fencing_internal._lease_expiry(r.resource, r.holder, r.token, r.epoch,"
+    " r.expires_at), CASE WHEN r.epoch OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch()"
+    " THEN r.grace_until END) > c.now",
     3,
     {TEXTOID, TEXTOID, INT8OID}};
 
@@ -85,9 +88,10 @@ Statement grant_free_statement = {
     " fencing_internal._lease_epoch() FROM (SELECT pg_catalog.clock_timestamp() AS now) c)"
     " WHERE r.resource OPERATOR(pg_catalog.=) $1"
     " AND (r.released OR r.expires_at IS NULL"
-    "  OR GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>)"
-    " fencing_internal._lease_epoch() THEN r.grace_until END)"
-    " OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())"
+    "  OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=)"
+    " GREATEST(fencing_internal._lease_expiry(r.resource, r.holder, r.token, r.epoch,"
+    " r.expires_at), CASE WHEN r.epoch OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch()"
+    " THEN r.grace_until END))"
     " RETURNING r.token",
     5,
     {TEXTOID, TEXTOID, INTERVALOID, INT8OID, INTERVALOID}};
@@ -231,6 +235,12 @@ FENCING_FUNCTION(renew)
 	Datum ttl = require_ttl(fcinfo, 3);
 	require_grant_confirmation();
 	bool flush_optional = lease_flush_optional() && lease_horizons_confirmed();
+	TimestampTz in_memory;
+	if (flush_optional && !lease_rows_without_grace() &&
+	    renew_in_memory(resource, holder, token, ttl, &in_memory)) {
+		count_renewal(resource, token, ttl, true);
+		PG_RETURN_BOOL(true);
+	}
 	Datum values[6] = {CStringGetTextDatum(resource), CStringGetTextDatum(holder),
 	                   Int64GetDatum(token),          ttl,
 	                   BoolGetDatum(flush_optional),  lease_grace_interval()};

@@ -8,6 +8,7 @@
 #include "base/token_compare.hpp"
 #include "legacy/helpers_0_3_0.hpp"
 #include "legacy/leases_0_3_0.hpp"
+#include "leases/renew_memory.hpp"
 #include "state/lease_grace.hpp"
 #include "reporting/lease_stats.hpp"
 #include "state/token_issue.hpp"
@@ -19,6 +20,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 }
 
 using namespace fencing;
@@ -51,8 +53,9 @@ Statement renew_all_statement = {
     "  WHERE r.resource OPERATOR(pg_catalog.=) w.resource"
     "   AND r.holder OPERATOR(pg_catalog.=) $1 AND r.token OPERATOR(pg_catalog.=) w.token"
     "   AND NOT r.released"
-    "   AND GREATEST(r.expires_at, CASE WHEN r.epoch OPERATOR(pg_catalog.<>)"
-    " fencing_internal._lease_epoch() THEN r.grace_until END) OPERATOR(pg_catalog.>) c.now"
+    "   AND GREATEST(fencing_internal._lease_expiry(r.resource, r.holder, r.token, r.epoch,"
+    " r.expires_at), CASE WHEN r.epoch OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch()"
+    " THEN r.grace_until END) OPERATOR(pg_catalog.>) c.now"
     "  RETURNING r.resource, r.expires_at, r.grace_until OPERATOR(pg_catalog.=)"
     " (c.now OPERATOR(pg_catalog.+) $4 OPERATOR(pg_catalog.+) $6) AS advanced)"
     " SELECT w.resource, w.token, n.resource IS NOT NULL, n.expires_at, n.advanced"
@@ -82,6 +85,32 @@ int compare_names(const void *a, const void *b)
 {
 	CHECK_FOR_INTERRUPTS();
 	return strcmp(*static_cast<char *const *>(a), *static_cast<char *const *>(b));
+}
+
+/*
+ * Every lease renewed in memory only (renew_memory.hpp), its rows returned:
+ * true.  False if one of them needs its row written or is lost: then the
+ * statement renews them all as before (those renewed here are written too,
+ * harmlessly: the later expiry counts).
+ */
+bool renew_all_in_memory(ReturnSetInfo *rsinfo, const char *holder, Datum ttl, const Datum *names,
+                         const Datum *tokens, int count)
+{
+	auto *expiries = static_cast<TimestampTz *>(palloc(sizeof(TimestampTz) * count));
+	for (int i = 0; i < count; i++) {
+		CHECK_FOR_INTERRUPTS();
+		if (!renew_in_memory(TextDatumGetCString(names[i]), holder, DatumGetInt64(tokens[i]), ttl,
+		                     &expiries[i]))
+			return false;
+	}
+	for (int i = 0; i < count; i++) {
+		Datum columns[4] = {names[i], tokens[i], BoolGetDatum(true),
+		                    TimestampTzGetDatum(expiries[i])};
+		bool nulls[4] = {false, false, false, false};
+		count_renewal(TextDatumGetCString(names[i]), DatumGetInt64(tokens[i]), ttl, true);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, columns, nulls);
+	}
+	return true;
 }
 
 } // namespace
@@ -132,6 +161,9 @@ FENCING_FUNCTION(renew_all)
 		return (Datum)0;
 	require_grant_confirmation();
 	bool flush_optional = lease_flush_optional() && lease_horizons_confirmed();
+	if (flush_optional && !lease_rows_without_grace() &&
+	    renew_all_in_memory(rsinfo, holder, ttl, names, values, nnames))
+		return (Datum)0;
 	note_lease_change_start();
 	bool advanced = with_spi([&] {
 		Datum arguments[6] = {CStringGetTextDatum(holder),  PointerGetDatum(resources),

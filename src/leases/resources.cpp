@@ -30,12 +30,15 @@ struct RowLock {
 FENCING_PLAIN_DATA(RowLock);
 
 /*
- * Live: held until its expiry, or its grace_until (state/lease_grace.hpp);
- * the resource's floor (fencing.compact_resources()) as the last column.
+ * Live: held until its expiry, or its grace_until (state/lease_grace.hpp),
+ * the clock read before the lease memory (leases/renew_memory.cpp); the
+ * resource's floor (fencing.compact_resources()) as the last column.
  */
 Statement lock_lease_statement = {
-    "SELECT NOT released AND GREATEST(expires_at, CASE WHEN epoch OPERATOR(pg_catalog.<>)"
-    " fencing_internal._lease_epoch() THEN grace_until END) > pg_catalog.clock_timestamp(),"
+    "SELECT NOT released AND pg_catalog.clock_timestamp() < GREATEST("
+    "fencing_internal._lease_expiry(resource, holder, token, epoch, expires_at),"
+    " CASE WHEN epoch OPERATOR(pg_catalog.<>) fencing_internal._lease_epoch()"
+    " THEN grace_until END),"
     " token, (SELECT pg_catalog.max(f.token) FROM fencing.resource_floors f"
     " WHERE pg_catalog.starts_with($1, f.prefix))"
     " FROM fencing.resources WHERE resource = $1 FOR UPDATE",

@@ -19,10 +19,14 @@ namespace fencing
 
 /*
  * A lease row is held until its expiry, as the lease statements write it
- * (leases/): GREATEST(expires_at, CASE WHEN epoch <> _lease_epoch() THEN
- * grace_until END) - its expires_at, or its grace_until if that is later and
- * the row was last written in another epoch (before the last restart or
- * promotion).  Rows of 0.3.0 (legacy/leases_0_3_0.hpp) have only expires_at.
+ * (leases/): GREATEST(_lease_expiry(resource, holder, token, epoch,
+ * expires_at), CASE WHEN epoch <> _lease_epoch() THEN grace_until END) - its
+ * expires_at or the later one a renewal kept in memory (state/lease_memory),
+ * or its grace_until if that is later and the row was last written in
+ * another epoch (before the last restart or promotion).  Rows of 0.3.0
+ * (legacy/leases_0_3_0.hpp) have only expires_at.  A statement that judges a
+ * lease free and then acts reads the clock before this expression (the clock
+ * on the comparison's left: leases/renew_memory.cpp says why).
  */
 
 /* The settings (defined in entry/settings.cpp). */
