@@ -69,6 +69,25 @@ BEGIN;
 SELECT fencing.renew('mem:4', 'alice', :t4, '1 s') AS renewed_shorter;
 SELECT pg_current_xact_id_if_assigned() IS NOT NULL AS xid_assigned;
 COMMIT;
+-- A transaction that has written renews by writing the row: its own row
+-- (here a renewal past the horizon) is not durable, and a rollback and a
+-- crash would leave the memory's expiry beyond the durable horizon.
+SELECT fencing.acquire('mem:7', 'alice', '2 s') AS t7 \gset
+SELECT expires_at AS row_expiry7 FROM fencing.resources WHERE resource = 'mem:7' \gset
+BEGIN;
+SELECT fencing.renew('mem:7', 'alice', :t7, '20 s') AS renewed_beyond;
+SELECT fencing.renew('mem:7', 'alice', :t7, '25 s') AS renewed_again;
+SELECT expires_at - clock_timestamp() > '24 s' AS row_written
+FROM fencing.resources WHERE resource = 'mem:7';
+ROLLBACK;
+SELECT l.expires_at = :'row_expiry7' AS rollback_takes_back
+FROM fencing.leases l WHERE resource = 'mem:7';
+-- Also a grant in the same transaction, rolled back.
+BEGIN;
+SELECT fencing.acquire('mem:8', 'alice', '1 s') AS t8 \gset
+SELECT fencing.renew('mem:8', 'alice', :t8, '9 s') AS renewed;
+ROLLBACK;
+SELECT count(*) AS no_lease FROM fencing.leases WHERE resource = 'mem:8' AND live;
 SELECT fencing.acquire(repeat('m', 150), 'alice', '2 s') AS t5 \gset
 BEGIN;
 SELECT fencing.renew(repeat('m', 150), 'alice', :t5, '3 s') AS renewed_long;

@@ -38,7 +38,8 @@
  * written in another epoch, is held until its grace_until, which bounds
  * every expiry kept here (the new expiry must stay within it, and the
  * grace_until read is one a flushed, confirmed commit wrote: the caller
- * checks lease_horizons_confirmed()).
+ * checks lease_horizons_confirmed(), and a transaction that has written,
+ * whose own uncommitted row the snapshot would show, never renews here).
  */
 #include "leases/renew_memory.hpp"
 #include "state/lease_grace.hpp"
@@ -130,6 +131,14 @@ bool renew_in_memory(const char *resource, const char *holder, int64 token, Datu
 {
 	/* A read-only transaction or a standby: the row write refuses as before. */
 	if (!lease_memory_enabled() || XactReadOnly || RecoveryInProgress())
+		return false;
+	/*
+	 * A transaction that has written may have written this row (a grant, or a
+	 * renewal past the horizon): its grace_until, read below, is neither
+	 * committed nor flushed, and a rollback and a crash would leave an expiry
+	 * kept here beyond the durable one.  Its renewals write their row.
+	 */
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		return false;
 	int64 epoch = lease_epoch();
 	LeaseKey key = {resource, static_cast<int>(strlen(resource)),
