@@ -104,6 +104,16 @@ SELECT fencing.renew(repeat('n', 250), 'alice', :t6, '3 s') AS renewed_too_long;
 SELECT pg_current_xact_id_if_assigned() IS NOT NULL AS xid_assigned;
 COMMIT;
 
+-- A shorter renewal does not shorten the lease, in memory or by the row.
+SELECT fencing.acquire('mem:9', 'alice', '1 s') AS t9 \gset
+SELECT fencing.renew('mem:9', 'alice', :t9, '9 s') AS renewed;
+SELECT fencing.renew('mem:9', 'alice', :t9, '3 s') AS renewed_shorter;
+SELECT CASE WHEN expires_at - clock_timestamp() > '8 s' THEN 'kept' ELSE 'written' END = :'kept'
+       AS not_shortened FROM fencing.leases WHERE resource = 'mem:9';
+SELECT CASE WHEN expires_at - clock_timestamp() > '8 s' THEN 'kept' ELSE 'written' END = :'kept'
+       AS renew_all_reports_it
+FROM fencing.renew_all('alice', '2 s', ARRAY['mem:9'], ARRAY[:t9]);
+
 -- A wrong token or holder renews nothing, in memory or not.
 SELECT fencing.renew('mem:1', 'alice', :t1 + 1, '5 s') AS wrong_token,
        fencing.renew('mem:1', 'mallory', :t1, '5 s') AS wrong_holder;

@@ -188,9 +188,15 @@ bool renew_in_memory(const char *resource, const char *holder, int64 token, Datu
 	    row.epoch == epoch && !later_grant && now < Max(row.expires_at, kept)) {
 		renewed = DatumGetTimestampTz(
 		    DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), ttl));
-		/* A shorter expiry than the row's, or one beyond the horizon, is the row's to write. */
-		if (renewed >= row.expires_at && renewed <= row.grace_until)
+		/*
+		 * A shorter expiry than the row's, or one beyond the horizon, is the
+		 * row's to write.  One shorter than the memory's keeps the memory's, as
+		 * the row write does (docs/leases.md): a renewal never shortens a lease.
+		 */
+		if (renewed >= row.expires_at && renewed <= row.grace_until) {
+			renewed = Max(renewed, kept);
 			done = lease_memory_store(partition, key, renewed, now);
+		}
 	}
 	lease_memory_unlock(partition);
 	table_close(resources, NoLock);
