@@ -160,4 +160,16 @@ for my $r (sort keys %belief)
 cmp_ok(scalar(keys %belief), '>=', 4, 'the stream held leases on the shared resources');
 is($overlaps, 0, 'no grant after the crash falls inside a belief from before it');
 
+# 4. A renewal in a transaction that has written (here a renewal past the
+# horizon, whose new grace_until is not durable before the commit) is not
+# kept in memory alone: a rollback does not take back what the memory
+# keeps (docs/leases.md), so it would promise an expiry past the durable
+# horizon, which a kill -9 then ends early.
+$t = sql("SELECT fencing.acquire('txn', 'a', '1 s')");
+sql("BEGIN; SELECT fencing.renew('txn', 'a', $t, '20 s');
+	SELECT fencing.renew('txn', 'a', $t, '25 s'); ROLLBACK");
+is( sql("SELECT l.expires_at <= r.grace_until
+	  FROM fencing.leases l JOIN fencing.resources r USING (resource) WHERE resource = 'txn'"),
+	't', 'after the rollback the lease\'s expiry is within its durable horizon');
+
 done_testing();
