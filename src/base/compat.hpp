@@ -16,6 +16,9 @@ extern "C" {
 #include "executor/executor.h"
 #include "storage/proc.h"
 #include "utils/wait_event.h"
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h" /* VARDATA_ANY and the like: in postgres.h before 16 */
+#endif
 #if PG_VERSION_NUM >= 170000
 #include "storage/procnumber.h"
 #endif

@@ -44,6 +44,7 @@
 #include "leases/renew_memory.hpp"
 #include "state/lease_grace.hpp"
 #include "state/lease_memory.hpp"
+#include "base/compat.hpp"
 
 extern "C" {
 #include "access/genam.h"

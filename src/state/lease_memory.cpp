@@ -11,6 +11,7 @@
  * and the entry's, and a past one never makes a lease live).
  */
 #include "state/lease_memory.hpp"
+#include "base/compat.hpp"
 
 extern "C" {
 #include "common/hashfn.h"
