@@ -5,7 +5,7 @@
 
 -- A token is in this server's generation, at least the clock at the grant,
 -- and above the previous one.
-SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS before \gset
+SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS before \gset
 SELECT fencing.acquire('clock:1', 'a', '1 min') AS t1 \gset
 SELECT :t1 >> 42 = 512 + t.generation AS in_generation,
        t.generation - t.timeline >= 1 AS base,
@@ -15,7 +15,7 @@ SELECT :t1 >> 42 = 512 + t.generation AS in_generation,
 FROM fencing.token_timelines t, pg_control_system() s
 WHERE t.system_identifier = s.system_identifier;
 SELECT pg_sleep(0.01);
-SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS before \gset
+SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS before \gset
 SELECT fencing.acquire('clock:2', 'a', '1 min') AS t2 \gset
 SELECT :t2 > :t1 AS increases, (:t2 & (2 ^ 42 - 1)::bigint) >= :before AS follows_clock;
 
@@ -44,7 +44,7 @@ CREATE DATABASE fencing_clock;
 \c fencing_clock
 CREATE EXTENSION fencing;
 SET fencing.failover_margin = '1h';
-SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS before \gset
+SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS before \gset
 SELECT fencing.acquire('clock:3', 'a', '1 min') AS t3 \gset
 SELECT (:t3 & (2 ^ 42 - 1)::bigint) - :before >= 3600 * 1000 AS margin_applied,
        (:t3 & (2 ^ 42 - 1)::bigint) - :before < 3601 * 1000 AS margin_only;
