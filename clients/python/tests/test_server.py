@@ -195,8 +195,9 @@ def test_the_loss_comes_at_the_deadline_while_a_renewal_hangs(conn):
     blocker = psycopg.connect("")
     try:
         with fencing.Lease("", resource, holder="worker-h", ttl=1.5) as lease:
-            # the lease's row locked: the next renewal waits for the lock
-            blocker.execute("SELECT 1 FROM fencing.resources WHERE resource = %s FOR UPDATE", (resource,))
+            # the lease table locked: the next renewal waits for the lock (a
+            # row lock would not hold it: a renewal kept in memory locks no row)
+            blocker.execute("LOCK TABLE fencing.resources IN ACCESS EXCLUSIVE MODE")
             assert lease.lost.wait(3)
             late = time.monotonic() - lease.deadline
             assert 0 <= late < 0.5, f"signalled {late:.2f} s after the deadline"
@@ -220,7 +221,7 @@ def test_a_late_cancel_request_does_not_cancel_the_release(conn, monkeypatch):
     try:
         lease = fencing.Lease("", resource, holder="worker-l", ttl=1.5)
         lease.acquire()
-        blocker.execute("SELECT 1 FROM fencing.resources WHERE resource = %s FOR UPDATE", (resource,))
+        blocker.execute("LOCK TABLE fencing.resources IN ACCESS EXCLUSIVE MODE")
         assert lease.lost.wait(3)
         blocker.rollback()            # the renewal ends
         lease._worker.join(3)

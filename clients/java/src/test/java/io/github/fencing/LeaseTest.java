@@ -255,15 +255,15 @@ class LeaseTest {
 
     @Test
     void lossSignalledWhileARenewalHangs() throws Exception {
-        // The renewal waits for a row lock taken here: the loss comes from the timer, at the deadline.
+        // The renewal waits for the lease table's lock taken here (a renewal kept in memory locks no
+        // row): the loss comes from the timer, at the deadline.
         Lease lease = Lease.acquire(source, resource, "java-l", Duration.ofMillis(1200));
         long granted = System.nanoTime();
         try (Connection blocker = source.connect()) {
             blocker.setAutoCommit(false);
             try (PreparedStatement ps = blocker.prepareStatement(
-                    "SELECT 1 FROM fencing.resources WHERE resource = ? FOR UPDATE")) {
-                ps.setString(1, resource);
-                ps.executeQuery().close();
+                    "LOCK TABLE fencing.resources IN ACCESS EXCLUSIVE MODE")) {
+                ps.execute();
             }
             lease.lost().get(3, TimeUnit.SECONDS);
             long seen = System.nanoTime();
