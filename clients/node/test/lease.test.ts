@@ -188,16 +188,17 @@ test('a renewal that hangs is dropped and retried; one that hangs past the deadl
   const lease = await Lease.acquire(undefined, resource, { holder: 'hung', ttlMs: 1500 });
   const blocker = await connect();
   try {
-    // A transaction holding the lease's row lock: every renewal waits for it.
+    // A transaction holding the lease table's lock: every renewal waits for it
+    // (a row lock would not hold it: a renewal kept in memory locks no row).
     await blocker.query('BEGIN');
-    await blocker.query("SELECT fencing.renew($1, 'hung', $2, '2 s')", [resource, lease.token.toString()]);
+    await blocker.query('LOCK TABLE fencing.resources IN ACCESS EXCLUSIVE MODE');
     await sleep(900); // the renewal due at 500 ms waits, is dropped at a third of the TTL, retried
     await blocker.query('COMMIT');
     await sleep(800);
     assert.equal(lease.lost, false, 'renewed once the lock was gone');
 
     await blocker.query('BEGIN');
-    await blocker.query("SELECT fencing.renew($1, 'hung', $2, '5 s')", [resource, lease.token.toString()]);
+    await blocker.query('LOCK TABLE fencing.resources IN ACCESS EXCLUSIVE MODE');
     const lost = await new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => resolve(false), 4000);
       lease.signal.addEventListener('abort', () => {
